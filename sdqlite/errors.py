@@ -1,0 +1,71 @@
+"""One error hierarchy for the whole tool (DESIGN.md, "Errors").
+
+Every error carries a span (where it is known) and a message that names what was
+expected and what was found.  `format_error` renders it the way compilers do:
+``file:line:col: error: message`` followed by the source line and a caret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A source region; lines and columns are 1-based, the end is exclusive."""
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def __str__(self) -> str:
+        return f"{self.line}:{self.col}"
+
+
+class SDQLiteError(Exception):
+    """The root of all errors the tool reports to a user."""
+
+    kind = "error"
+
+    def __init__(self, message: str, span: Span | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.span = span
+
+
+class ParseError(SDQLiteError):
+    """Text that is not an SDQLite program (or type, or value)."""
+
+
+class SDQLTypeError(SDQLiteError):
+    """A program that the bidirectional checker rejects."""
+
+
+class EvalError(SDQLiteError):
+    """A failure while evaluating a well-typed program (e.g. ``log(-1.0)``)."""
+
+
+class DataError(SDQLiteError):
+    """Input data that cannot be read, or that does not match its declaration."""
+
+
+class CodegenError(SDQLiteError):
+    """A failure of the C++ backend."""
+
+
+def format_error(err: SDQLiteError, source: str | None = None, filename: str = "<input>") -> str:
+    """Render ``file:line:col: error: message`` plus the source line and a caret."""
+    if err.span is None:
+        return f"{filename}: error: {err.message}"
+    sp = err.span
+    head = f"{filename}:{sp.line}:{sp.col}: error: {err.message}"
+    if source is None:
+        return head
+    lines = source.splitlines()
+    if not 1 <= sp.line <= len(lines):
+        return head
+    text = lines[sp.line - 1].expandtabs(1)
+    width = sp.end_col - sp.col if sp.end_line == sp.line and sp.end_col > sp.col else 1
+    width = max(1, min(width, len(text) - sp.col + 1))
+    return f"{head}\n  {text}\n  {' ' * (sp.col - 1)}{'^' * width}"

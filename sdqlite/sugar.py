@@ -1,0 +1,64 @@
+"""Derived forms, expanded into the core in one place (Fig. fig:langs, lower half).
+
+The parser calls these; the theorems and generators only ever see the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sdqlite.ast import Add, Empty, Expr, IntConst, Let, Mul, RealConst, Single
+from sdqlite.errors import ParseError, Span
+from sdqlite.types import BoolT, DictT, IntT, RealT, Type
+
+
+def dict_literal(entries: Sequence[tuple[Expr, Expr]], span: Span | None = None) -> Expr:
+    """``{k1 -> v1, ..., kn -> vn}`` ≜ ``{k1 -> v1} + ... + {kn -> vn}``."""
+    singles: list[Expr] = [Single(k, v, span=span) for k, v in entries]
+    out = singles[0]
+    for s in singles[1:]:
+        out = Add(out, s, span=span)
+    return out
+
+
+def tuple_let(
+    names: Sequence[str], rhss: Sequence[Expr], body: Expr, span: Span | None = None
+) -> Expr:
+    """``let <v1,...,vn> = <e1,...,en> in e`` ≜ ``let v1 = e1 in ... let vn = en in e``."""
+    if len(names) != len(rhss):
+        raise ParseError(
+            f"tupled let binds {len(names)} names but gives {len(rhss)} expressions", span
+        )
+    out = body
+    for name, rhs in reversed(list(zip(names, rhss, strict=True))):
+        out = Let(name, rhs, out, span=span)
+    return out
+
+
+def negate(e: Expr, span: Span | None = None) -> Expr:
+    """``-e`` ≜ ``-1 * e``; on a numeric literal it is the negative literal."""
+    match e:
+        case IntConst(n):
+            return IntConst(-n, span=span)
+        case RealConst(r):
+            return RealConst(-r, span=span)
+        case _:
+            return Mul(IntConst(-1, span=span), e, span=span)
+
+
+def subtract(a: Expr, b: Expr, span: Span | None = None) -> Expr:
+    """``a - b`` ≜ ``a + -1 * b``."""
+    return Add(a, negate(b, span), span=span)
+
+
+def zero(t: Type, span: Span | None = None) -> Expr:
+    """Fig. fig:langs: ``zero[real] ≜ 0``, ``zero[{I -> D}] ≜ {}`` (and ``zero[int] ≜ 0``)."""
+    match t:
+        case RealT():
+            return RealConst(0.0, span=span)
+        case IntT():
+            return IntConst(0, span=span)
+        case DictT():
+            return Empty(t, span=span)
+        case BoolT():
+            raise ParseError("zero[bool] is not defined: bool is not a semiring type", span)

@@ -1,0 +1,219 @@
+"""The bidirectional type checker (Fig. fig:langs, plus the Physical constructs).
+
+``synth(Γ, e)`` infers a type; ``check(Γ, e, T)`` checks against a known one.  Both
+return the *elaborated* expression: integer literals checked against ``real`` become
+real constants, ``{}`` and ``[]`` learn their type, and the nodes whose meaning needs a
+zero (``sum``, ``if``, lookup, array literals) are annotated with their type for the
+interpreter.  Errors name the expected and the found type and point at the span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import wraps
+from typing import TypeVar, assert_never
+
+from sdqlite.ast import (
+    Add, ArrayLit, BoolConst, Empty, Eq, Expr, If, IntConst, Let, Lookup, Mul, Not,
+    Range, RealConst, Single, SubArray, Sum, Unique, UnOp, Var,
+)
+from sdqlite.errors import SDQLTypeError, Span
+from sdqlite.ops import UNARY_OPS
+from sdqlite.types import BOOL, INT, REAL, DictT, RealT, Type, is_semiring, otimes, scalar_of
+
+Ctx = Mapping[str, Type]
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def _bind(ctx: Ctx, **binds: Type) -> Ctx:
+    return {**ctx, **{x: t for x, t in binds.items() if x != "_"}}
+
+
+def _locate(fn: F) -> F:
+    """Give an error raised below a node without a span the span of that node."""
+
+    @wraps(fn)
+    def wrapper(ctx: Ctx, e: Expr, *rest: object) -> object:
+        try:
+            return fn(ctx, e, *rest)
+        except SDQLTypeError as err:
+            if err.span is None:
+                err.span = e.span
+            raise
+        except RecursionError:
+            raise SDQLTypeError("program is nested too deeply to check", e.span) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _need_semiring(t: Type, what: str, span: Span | None) -> None:
+    if not is_semiring(t):
+        raise SDQLTypeError(f"{what} must have a semiring type (real, int or a dictionary), "
+                            f"found {t}", span)
+
+
+def _need_dict(t: Type, what: str, span: Span | None) -> DictT:
+    if not isinstance(t, DictT):
+        raise SDQLTypeError(f"expected a dictionary or dense array for {what}, found {t}", span)
+    return t
+
+
+def _flexible(e: Expr) -> bool:
+    """Expressions whose type is best learnt from the other operand."""
+    return isinstance(e, IntConst | ArrayLit) or (isinstance(e, Empty) and e.ty is None)
+
+
+def _as_real_literal(e: Expr, t: Type) -> Expr:
+    """An integer literal next to a real operand is a real (``2 * x``, ``-1 * x``)."""
+    if isinstance(e, IntConst) and scalar_of(t) == REAL:
+        return RealConst(float(e.value), span=e.span)
+    return e
+
+
+@_locate
+def synth(ctx: Ctx, e: Expr) -> tuple[Expr, Type]:
+    """Γ ⊢ e ⇒ T : infer the type of ``e`` and elaborate it."""
+    match e:
+        case Var(x):  # [var]
+            if x not in ctx:
+                known = ", ".join(sorted(ctx)) or "none"
+                raise SDQLTypeError(f"unbound variable {x} (in scope: {known})", e.span)
+            return e, ctx[x]
+        case IntConst():  # [int]
+            return e, INT
+        case RealConst():  # [real]
+            return e, REAL
+        case BoolConst():  # [bool]
+            return e, BOOL
+        case Sum(k, v, dom, body):  # Fig. langs, [sum]
+            dom2, dt = synth(ctx, dom)
+            d = _need_dict(dt, "the domain of sum", dom.span)
+            body2, bt = synth(_bind(ctx, **{k: INT, v: d.val}), body)
+            _need_semiring(bt, "the body of sum", body.span)
+            return Sum(k, v, dom2, body2, span=e.span, ty=bt), bt
+        case Single(k, v):  # Fig. langs, [singleton]
+            k2 = check(ctx, k, INT)
+            v2, vt = synth(ctx, v)
+            _need_semiring(vt, "a dictionary value", v.span)
+            return Single(k2, v2, span=e.span), DictT(vt)
+        case Empty(t):  # [empty]: zero[T], or {} where the context gives its type
+            if t is None:
+                raise SDQLTypeError(
+                    "cannot infer the type of {}; write zero[T] or use it where its type "
+                    "is known", e.span)
+            return e, t
+        case Lookup(d, k):  # Fig. langs, [lookup]
+            d2, dt = synth(ctx, d)
+            dd = _need_dict(dt, "a lookup", d.span)
+            k2 = check(ctx, k, INT)
+            return Lookup(d2, k2, span=e.span, ty=dd.val), dd.val
+        case Let(x, rhs, body):  # [let]
+            rhs2, rt = synth(ctx, rhs)
+            body2, bt = synth(_bind(ctx, **{x: rt}), body)
+            return Let(x, rhs2, body2, span=e.span), bt
+        case Not(a):  # [not]
+            return Not(check(ctx, a, BOOL), span=e.span), BOOL
+        case If(c, body):  # [if]
+            c2 = check(ctx, c, BOOL)
+            body2, bt = synth(ctx, body)
+            _need_semiring(bt, "the body of if (it is zero when the condition is false)",
+                           body.span)
+            return If(c2, body2, span=e.span, ty=bt), bt
+        case Add(a, b):  # [add]: both sides of one semiring type
+            if _flexible(a) and not _flexible(b):
+                b2, t = synth(ctx, b)
+                a2 = check(ctx, a, t)
+            else:
+                a2, t = synth(ctx, a)
+                b2 = check(ctx, b, t)
+            _need_semiring(t, "an operand of +", e.span)
+            return Add(a2, b2, span=e.span), t
+        case Mul(a, b):  # Fig. langs, [mult]: D1 * D2 : D1 ⊗ D2
+            a2, ta = synth(ctx, a)
+            b2, tb = synth(ctx, b)
+            if ta == INT and isinstance(a, IntConst) and scalar_of(tb) == REAL:
+                a2, ta = _as_real_literal(a, tb), REAL
+            elif tb == INT and isinstance(b, IntConst) and scalar_of(ta) == REAL:
+                b2, tb = _as_real_literal(b, ta), REAL
+            t = otimes(ta, tb)
+            if t is None:
+                raise SDQLTypeError(f"cannot multiply {ta} by {tb}: ⊗ is defined on "
+                                    "semiring types with the same scalar (real or int)", e.span)
+            return Mul(a2, b2, span=e.span), t
+        case Eq(a, b):  # [eq]: equality of discrete types
+            if _flexible(a) and not _flexible(b):
+                b2, t = synth(ctx, b)
+                a2 = check(ctx, a, t)
+            else:
+                a2, t = synth(ctx, a)
+                b2 = check(ctx, b, t)
+            if t not in (INT, BOOL):
+                raise SDQLTypeError(f"= compares int or bool values, found {t}", e.span)
+            return Eq(a2, b2, span=e.span), BOOL
+        case UnOp(name, a):  # [op]: real -> real
+            if name not in UNARY_OPS:
+                raise SDQLTypeError(f"unknown operation {name}", e.span)
+            return UnOp(name, check(ctx, a, REAL), span=e.span), REAL
+        case Range(lo, hi):  # Physical, [range]
+            return Range(check(ctx, lo, INT), check(ctx, hi, INT), span=e.span), DictT(
+                INT, dense=True)
+        case SubArray(arr, lo, hi):  # Physical, [sub-array]
+            arr2, at = synth(ctx, arr)
+            if not (isinstance(at, DictT) and at.dense):
+                raise SDQLTypeError(f"expected a dense array {{dense_int -> ...}} to take a "
+                                    f"sub-array of, found {at}", arr.span)
+            return SubArray(arr2, check(ctx, lo, INT), check(ctx, hi, INT), span=e.span), at
+        case Unique(a):  # Physical, [unique]: the identity
+            a2, t = synth(ctx, a)
+            return Unique(a2, span=e.span), t
+        case ArrayLit(elems):  # Physical, [array]
+            if not elems:
+                raise SDQLTypeError("cannot infer the type of []; use it where its type "
+                                    "is known", e.span)
+            first = next((x for x in elems if not _flexible(x)), elems[0])
+            _, t = synth(ctx, first)
+            _need_semiring(t, "an array element", first.span)
+            elems2 = tuple(check(ctx, x, t) for x in elems)
+            return ArrayLit(elems2, span=e.span, ty=t), DictT(t, dense=True)
+        case _:
+            assert_never(e)
+
+
+@_locate
+def check(ctx: Ctx, e: Expr, want: Type) -> Expr:
+    """Γ ⊢ e ⇐ T : check ``e`` against ``want`` and elaborate it."""
+    match e:
+        case IntConst(n) if isinstance(want, RealT):  # a numeric literal checked against real
+            return RealConst(float(n), span=e.span)
+        case Empty(None) if isinstance(want, DictT):  # {} learns its type
+            return Empty(want, span=e.span)
+        case ArrayLit(elems) if isinstance(want, DictT) and want.dense:
+            _need_semiring(want.val, "an array element", e.span)
+            return ArrayLit(tuple(check(ctx, x, want.val) for x in elems), span=e.span,
+                            ty=want.val)
+        case Single(k, v) if isinstance(want, DictT) and not want.dense:
+            return Single(check(ctx, k, INT), check(ctx, v, want.val), span=e.span)
+        case If(c, body) if is_semiring(want):
+            return If(check(ctx, c, BOOL), check(ctx, body, want), span=e.span, ty=want)
+        case Let(x, rhs, body):
+            rhs2, rt = synth(ctx, rhs)
+            return Let(x, rhs2, check(_bind(ctx, **{x: rt}), body, want), span=e.span)
+        case Sum(k, v, dom, body) if is_semiring(want):
+            dom2, dt = synth(ctx, dom)
+            d = _need_dict(dt, "the domain of sum", dom.span)
+            body2 = check(_bind(ctx, **{k: INT, v: d.val}), body, want)
+            return Sum(k, v, dom2, body2, span=e.span, ty=want)
+        case Add(a, b) if is_semiring(want):
+            return Add(check(ctx, a, want), check(ctx, b, want), span=e.span)
+        case Mul(a, b) if want in (REAL, INT):
+            return Mul(check(ctx, a, want), check(ctx, b, want), span=e.span)
+        case _:  # [sub]: switch to synthesis and compare
+            e2, got = synth(ctx, e)
+            if got != want:
+                raise SDQLTypeError(f"expected {want}, found {got}", e.span)
+            return e2
+
+
+def typecheck(e: Expr, ctx: Ctx) -> tuple[Expr, Type]:
+    """Type ``e`` in the context ``ctx``; returns the elaborated program and its type."""
+    return synth(ctx, e)

@@ -1,0 +1,127 @@
+"""SDQLite types (Fig. fig:langs) and the derived forms on types.
+
+    T ::= I | bool | D                D ::= real | int | { I -> D }
+    I ::= int | dense_int
+
+``{int -> D}`` is a sparse dictionary (a free-vector-space element: zero entries are
+never stored); ``{dense_int -> D}`` is a dense array that keeps every position
+(Physical SDQLite).  ``tensor n`` and ``D1 ⊗ D2`` are derived forms computed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import assert_never
+
+
+@dataclass(frozen=True, slots=True)
+class IntT:
+    def __str__(self) -> str:
+        return "int"
+
+
+@dataclass(frozen=True, slots=True)
+class RealT:
+    def __str__(self) -> str:
+        return "real"
+
+
+@dataclass(frozen=True, slots=True)
+class BoolT:
+    def __str__(self) -> str:
+        return "bool"
+
+
+@dataclass(frozen=True, slots=True)
+class DictT:
+    """``{int -> val}`` (sparse) or, with ``dense=True``, ``{dense_int -> val}``."""
+
+    val: Type
+    dense: bool = False
+
+    def __str__(self) -> str:
+        key = "dense_int" if self.dense else "int"
+        return f"{{{key} -> {self.val}}}"
+
+
+Type = IntT | RealT | BoolT | DictT
+
+INT = IntT()
+REAL = RealT()
+BOOL = BoolT()
+
+
+def tensor(n: int) -> Type:
+    """Fig. fig:langs: ``tensor 0 = real``, ``tensor n = {int -> tensor (n-1)}``."""
+    t: Type = REAL
+    for _ in range(n):
+        t = DictT(t)
+    return t
+
+
+def is_semiring(t: Type) -> bool:
+    """Types with a zero, ``+`` and ``*``: real, int and dictionaries of those."""
+    match t:
+        case RealT() | IntT():
+            return True
+        case BoolT():
+            return False
+        case DictT(val):
+            return is_semiring(val)
+        case _:
+            assert_never(t)
+
+
+def scalar_of(t: Type) -> Type:
+    """The scalar leaf of a (nested) dictionary type."""
+    while isinstance(t, DictT):
+        t = t.val
+    return t
+
+
+def order(t: Type) -> int:
+    """The number of dictionary layers of ``t`` (the ``n`` of ``tensor n``)."""
+    n = 0
+    while isinstance(t, DictT):
+        t, n = t.val, n + 1
+    return n
+
+
+def otimes(d1: Type, d2: Type) -> Type | None:
+    """Fig. fig:langs, definition of ⊗: ``real ⊗ D = D``, ``{I -> D1} ⊗ D2 = {I -> D1 ⊗ D2}``.
+
+    ``int`` is a semiring too (``int ⊗ int = int`` for index arithmetic).  Returns None
+    where the product is undefined (mixed scalar fields, booleans)."""
+    if not (is_semiring(d1) and is_semiring(d2)) or scalar_of(d1) != scalar_of(d2):
+        return None
+    match d1:
+        case RealT() | IntT():
+            return d2
+        case DictT(val, dense):
+            inner = otimes(val, d2)
+            return None if inner is None else DictT(inner, dense)
+        case BoolT():
+            return None
+        case _:
+            assert_never(d1)
+
+
+def splits(t: Type) -> list[tuple[Type, Type]]:
+    """All pairs ``(D1, D2)`` with ``D1 ⊗ D2 = t`` (used by generators)."""
+    if not is_semiring(t):
+        return []
+    layers: list[bool] = []
+    leaf = t
+    while isinstance(leaf, DictT):
+        layers.append(leaf.dense)
+        leaf = leaf.val
+    out: list[tuple[Type, Type]] = []
+    for cut in range(len(layers) + 1):
+        d1: Type = leaf
+        for dense in reversed(layers[:cut]):
+            d1 = DictT(d1, dense)
+        d2: Type = leaf
+        for dense in reversed(layers[cut:]):
+            d2 = DictT(d2, dense)
+        out.append((d1, d2))
+    return out

@@ -1,0 +1,1 @@
+"""The meaning of SDQLite: values, the denotational interpreter, conversions, equality."""

@@ -1,0 +1,75 @@
+"""Values in the paper's notation, as programs that denote them.
+
+``show_value(v)`` prints ``{0 -> 1.5, 3 -> 2.0}``, ``[1.0, 0.0, 2.0]``, ``2.5``; reading
+the text back with ``read_value`` gives the same value.  A dense array that starts at a
+position ``s > 0`` (a sub-array) prints as ``[0, ..., x_s, ...](s:e)``.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from sdqlite.ast import ArrayLit, BoolConst, Empty, Expr, IntConst, RealConst, SubArray
+from sdqlite.errors import DataError
+from sdqlite.parser import parse_expr
+from sdqlite.printer import show
+from sdqlite.sugar import dict_literal
+from sdqlite.types import Type
+from semantics.values import DenseArray, Field, FLOAT, Value, is_sympy, zero_like
+
+
+def value_to_expr(v: Value) -> Expr:
+    """A closed program denoting ``v``."""
+    if isinstance(v, bool):
+        return BoolConst(v)
+    if isinstance(v, int):
+        return IntConst(v)
+    if isinstance(v, float):
+        return RealConst(v)
+    if isinstance(v, Fraction):
+        return RealConst(float(v))
+    if isinstance(v, dict):
+        if not v:
+            return Empty()
+        return dict_literal([(IntConst(k), value_to_expr(v[k])) for k in sorted(v)])
+    if isinstance(v, DenseArray):
+        if v.start < 0:
+            raise DataError("a dense array starting at a negative position has no literal")
+        pad = [zero_like(v.items[0])] * v.start if v.items else []
+        lit = ArrayLit(tuple(value_to_expr(x) for x in [*pad, *v.items]))
+        return lit if v.start == 0 else SubArray(lit, IntConst(v.start), IntConst(v.end))
+    if is_sympy(v):
+        raise DataError("a symbolic value has no SDQLite literal")
+    raise DataError(f"not an SDQLite value: {v!r}")
+
+
+def show_value(v: Value) -> str:
+    """The paper's notation for ``v`` (symbolic entries print as sympy expressions)."""
+    if is_sympy(v):
+        return str(v)
+    if isinstance(v, dict) and any(is_sympy(x) or isinstance(x, dict | DenseArray)
+                                   for x in v.values()) and _has_sympy(v):
+        inner = ", ".join(f"{k} -> {show_value(v[k])}" for k in sorted(v))
+        return f"{{ {inner} }}"
+    return show(value_to_expr(v))
+
+
+def _has_sympy(v: Value) -> bool:
+    if isinstance(v, dict):
+        return any(_has_sympy(x) for x in v.values())
+    if isinstance(v, DenseArray):
+        return any(_has_sympy(x) for x in v)
+    return is_sympy(v)
+
+
+def read_value(text: str, want: Type | None = None, field: Field = FLOAT) -> tuple[Value, Type]:
+    """Read a closed expression (such as a printed value) and evaluate it."""
+    from sdqlite.typecheck import check, synth
+    from semantics.interp import evaluate
+
+    e = parse_expr(text)
+    if want is None:
+        e2, t = synth({}, e)
+    else:
+        e2, t = check({}, e, want), want
+    return evaluate(e2, {}, field), t

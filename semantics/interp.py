@@ -1,0 +1,149 @@
+"""The denotational interpreter ⟦Γ ⊢ e : T⟧ over dict-of-dict semirings.
+
+One ``match`` arm per construct, reading like the semantics: no fast paths (speed
+belongs to ``codegen/``).  It runs on a program elaborated by the type checker (the
+annotations tell it which zero to build) and is generic over the scalar field: the same
+code computes with floats, ``Fraction``s and sympy expressions.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping
+from typing import assert_never
+
+from sdqlite.ast import (
+    Add, ArrayLit, BoolConst, Empty, Eq, Expr, If, IntConst, Let, Lookup, Mul, Not,
+    Range, RealConst, Single, SubArray, Sum, Unique, UnOp, Var,
+)
+from sdqlite.errors import EvalError, Span
+from sdqlite.ops import UNARY_OPS
+from sdqlite.types import Type
+from semantics import values as V
+from semantics.values import FLOAT, Field, Value
+
+Env = Mapping[str, Value]
+MAX_DENSE = 10_000_000  # the largest range or sub-array the reference interpreter builds
+
+
+def _ty(t: Type | None, e: Expr) -> Type:
+    if t is None:
+        raise EvalError("internal: the program was not elaborated by the type checker "
+                        "(call sdqlite.typecheck first)", e.span)
+    return t
+
+
+def _finite(x: Value, span: Span | None) -> Value:
+    if isinstance(x, float) and not math.isfinite(x):
+        raise EvalError("real overflow: the result is not a finite number", span)
+    return x
+
+
+def _int(x: Value, what: str, span: Span | None) -> int:
+    if not isinstance(x, int) or isinstance(x, bool):
+        raise EvalError(f"{what} must be an int, found {x!r}", span)
+    return x
+
+
+def evaluate(e: Expr, env: Env, field: Field = FLOAT) -> Value:
+    """⟦e⟧(env) for an elaborated, well-typed ``e``; real literals are read in ``field``."""
+    try:
+        result = _eval(e, env, field)
+    except RecursionError:
+        raise EvalError("program is nested too deeply to evaluate", e.span) from None
+    if not _all_finite(result):
+        raise EvalError("real overflow: the result holds a number that is not finite", e.span)
+    return result
+
+
+def _all_finite(v: Value) -> bool:
+    if isinstance(v, dict):
+        return all(_all_finite(x) for x in v.values())
+    if isinstance(v, V.DenseArray):
+        return all(_all_finite(x) for x in v)
+    return not isinstance(v, float) or math.isfinite(v)
+
+
+def _eval(e: Expr, env: Env, field: Field) -> Value:  # noqa: C901 - one arm per construct
+    def ev(x: Expr, extra: Env | None = None) -> Value:
+        return _eval(x, env if extra is None else {**env, **extra}, field)
+
+    match e:
+        case Var(x):
+            if x not in env:
+                raise EvalError(f"no value for variable {x}", e.span)
+            return env[x]
+        case IntConst(n):
+            return n
+        case RealConst(r):
+            return field.literal(r)
+        case BoolConst(b):
+            return b
+        case Sum(k, v, dom, body, _, ty):  # ⟦sum(<k,v> in d) b⟧ = Σ_{(k,v) ∈ d} ⟦b⟧
+            acc = V.zero_of(_ty(ty, e), field)
+            for key, val in V.entries(ev(dom)):
+                acc = V.add(acc, ev(body, {k: key, v: val}))
+            return acc
+        case Single(k, v):  # ⟦{k -> v}⟧, with {k -> 0} = {}
+            return V.single(_int(ev(k), "a dictionary key", k.span), ev(v))
+        case Empty(ty):  # zero[T]
+            return V.zero_of(_ty(ty, e), field)
+        case Lookup(d, k, _, ty):  # ⟦d(k)⟧ = the entry, or zero[T] when missing
+            key = _int(ev(k), "a lookup key", k.span)
+            return V.lookup(ev(d), key, V.zero_of(_ty(ty, e), field))
+        case Let(x, rhs, body):
+            return ev(body, {x: ev(rhs)})
+        case Not(a):
+            return not ev(a)
+        case If(c, body, _, ty):  # no else branch: zero[T] when false
+            return ev(body) if ev(c) else V.zero_of(_ty(ty, e), field)
+        case Add(a, b):
+            return _finite(V.add(ev(a), ev(b)), e.span)
+        case Mul(a, b):  # the tensor product
+            return _finite(V.mul(ev(a), ev(b)), e.span)
+        case Eq(a, b):
+            return bool(ev(a) == ev(b))
+        case UnOp(name, a):
+            return _unop(name, ev(a), e.span)
+        case Range(lo, hi):  # (st:en) = {p -> p | st <= p < en}
+            st, en = _int(ev(lo), "a range start", lo.span), _int(ev(hi), "a range end", hi.span)
+            _size(en - st, e.span)
+            return V.dense(list(range(st, en)), st)
+        case SubArray(arr, lo, hi):  # arr(st:en) = {p -> arr(p) | st <= p < en}
+            a = ev(arr)
+            st, en = _int(ev(lo), "a sub-array start", lo.span), _int(
+                ev(hi), "a sub-array end", hi.span)
+            _size(en - st, e.span)
+            z = V.zero_like(a.items[0]) if a.items else field.zero
+            return V.dense([V.lookup(a, p, z) for p in range(st, en)], st)
+        case Unique(a):  # the identity (a promise for rewrites and codegen)
+            return ev(a)
+        case ArrayLit(elems):
+            return V.dense([ev(x) for x in elems])
+        case _:
+            assert_never(e)
+
+
+def _size(n: int, span: Span | None) -> None:
+    if n > MAX_DENSE:
+        raise EvalError(f"dense array of {n} positions is larger than the reference "
+                        f"interpreter builds ({MAX_DENSE})", span)
+
+
+def _unop(name: str, x: Value, span: Span | None) -> Value:
+    op = UNARY_OPS[name]
+    symbolic = V.is_sympy(x) and not getattr(x, "is_number", False)
+    if not symbolic and not op.domain(x):
+        raise EvalError(f"{name}({x}) is outside the domain of {name} ({op.domain_text})", span)
+    try:
+        if V.is_sympy(x) and op.sympy_name:
+            import sympy
+
+            return getattr(sympy, op.sympy_name)(x)
+        return _finite(op.numeric(x), span)
+    except (OverflowError, ValueError, ZeroDivisionError) as err:
+        raise EvalError(f"{name}({x}): {err}", span) from None
+
+
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))

@@ -1,0 +1,76 @@
+"""Running a source program: declarations + data → context → check → evaluate."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sdqlite.ast import Expr
+from sdqlite.errors import DataError, SDQLTypeError
+from sdqlite.parser import Program
+from sdqlite.typecheck import Ctx, typecheck
+from sdqlite.types import Type
+from semantics.interp import evaluate
+from semantics.values import FLOAT, Field, Value, has_type, type_of
+
+
+@dataclass(frozen=True)
+class Input:
+    """Data for an input: its value and (when known, e.g. from a file) its type."""
+
+    value: Value
+    type: Type | None = None
+
+
+def context(program: Program, inputs: Mapping[str, Input]) -> Ctx:
+    """Γ: the declared inputs, and each undeclared input typed by its data.
+
+    Data given for a declared input must match its declaration."""
+    ctx: dict[str, Type] = {}
+    declared = {d.name: d for d in program.decls}
+    for d in program.decls:
+        ctx[d.name] = d.type
+    for name, data in inputs.items():
+        if name in declared:
+            want = declared[name].type
+            if not has_type(data.value, want) or (data.type is not None and data.type != want):
+                found = data.type or type_of(data.value)
+                raise DataError(f"input {name} is declared {want} but its data is "
+                                f"{found if found is not None else 'of another type'}",
+                                declared[name].span)
+        else:
+            t = data.type or type_of(data.value)
+            if t is None:
+                raise DataError(f"the type of input {name} cannot be told from its data "
+                                f"(an empty dictionary?); declare it: {name} : TYPE")
+            ctx[name] = t
+    return ctx
+
+
+@dataclass(frozen=True)
+class Result:
+    program: Expr  # elaborated
+    type: Type
+    value: Value
+
+
+def check_program(program: Program, ctx: Ctx) -> tuple[Expr, Type]:
+    if program.expr is None:
+        raise SDQLTypeError("the file declares inputs but has no expression to evaluate")
+    return typecheck(program.expr, ctx)
+
+
+def run(program: Program, inputs: Mapping[str, Input], field: Field = FLOAT) -> Result:
+    """Type the program in the context of its inputs and evaluate it."""
+    ctx = context(program, inputs)
+    elab, t = check_program(program, ctx)
+    missing = sorted(n for n in ctx if n not in inputs and n in _free(elab))
+    if missing:
+        raise DataError(f"no data for input {', '.join(missing)} (give --input NAME=PATH)")
+    return Result(elab, t, evaluate(elab, {n: i.value for n, i in inputs.items()}, field))
+
+
+def _free(e: Expr) -> frozenset[str]:
+    from sdqlite.ast import free_vars
+
+    return free_vars(e)
