@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 import lark
@@ -43,7 +43,7 @@ class Program:
 
 @cache
 def _lark() -> lark.Lark:
-    text = files("sdqlite").joinpath("grammar.lark").read_text(encoding="utf-8")
+    text = Path(__file__).with_name("grammar.lark").read_text(encoding="utf-8")
     return lark.Lark(
         text, parser="lalr", start=["program", "expr_only", "type_only"],
         propagate_positions=True, maybe_placeholders=False,

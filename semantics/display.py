@@ -45,13 +45,13 @@ def value_to_expr(v: Value) -> Expr:
 
 def show_value(v: Value) -> str:
     """The paper's notation for ``v`` (symbolic entries print as sympy expressions)."""
-    if is_sympy(v):
-        return str(v)
-    if isinstance(v, dict) and any(is_sympy(x) or isinstance(x, dict | DenseArray)
-                                   for x in v.values()) and _has_sympy(v):
-        inner = ", ".join(f"{k} -> {show_value(v[k])}" for k in sorted(v))
-        return f"{{ {inner} }}"
-    return show(value_to_expr(v))
+    if not _has_sympy(v):
+        return show(value_to_expr(v))
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} -> {show_value(v[k])}" for k in sorted(v)) + " }"
+    if isinstance(v, DenseArray):
+        return "[" + ", ".join(show_value(x) for x in v) + "]"
+    return str(v)
 
 
 def _has_sympy(v: Value) -> bool:

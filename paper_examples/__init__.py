@@ -1,0 +1,1 @@
+"""The paper's listings as runnable examples: ``python -m paper_examples``."""

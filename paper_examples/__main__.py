@@ -1,0 +1,71 @@
+"""Run the paper's examples: print each program, its type and its result, and compare
+the result with the expectation computed independently by numpy/scipy."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from paper_examples.catalog import EXAMPLES, Example
+from sdqlite.errors import SDQLiteError, format_error
+from sdqlite.parser import parse_program
+from sdqlite.printer import show
+from semantics.display import show_value
+from semantics.run import run
+from semantics.values import values_equal
+
+SEED = 20231
+
+
+def run_example(ex: Example, *, verbose: bool = True) -> bool:
+    """Run one example; True when its result agrees with the expectation."""
+    text = ex.path.read_text(encoding="utf-8")
+    data = ex.data(np.random.default_rng(SEED))
+    prog = parse_program(text)
+    result = run(prog, ex.inputs(data))
+    expected = ex.expected(data)
+    ok = values_equal(result.value, expected, rel_tol=ex.rel_tol, abs_tol=1e-12)
+    if verbose:
+        print(f"== {ex.name}: {ex.title}")
+        for d in prog.decls:
+            print(f"  {d.name} : {d.type}")
+        assert prog.expr is not None
+        print("  " + show(prog.expr).replace("\n", "\n  "))
+        print(f"  : {result.type}")
+        print(f"  = {_short(show_value(result.value))}")
+        print(f"  {'OK' if ok else 'MISMATCH'}: agrees with numpy/scipy"
+              if ok else f"  MISMATCH: expected {_short(show_value(expected))}")
+        print()
+    return ok
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def main(names: Sequence[str] = ()) -> int:
+    chosen = [e for e in EXAMPLES if not names or e.name in names]
+    unknown = set(names) - {e.name for e in EXAMPLES}
+    if unknown:
+        print(f"unknown example(s): {', '.join(sorted(unknown))}; "
+              f"known: {', '.join(e.name for e in EXAMPLES)}", file=sys.stderr)
+        return 2
+    failed = []
+    for ex in chosen:
+        try:
+            if not run_example(ex):
+                failed.append(ex.name)
+        except SDQLiteError as err:
+            print(format_error(err, ex.path.read_text(encoding="utf-8"), str(ex.path)),
+                  file=sys.stderr)
+            failed.append(ex.name)
+    print(f"{len(chosen) - len(failed)} of {len(chosen)} paper examples agree with "
+          "their numpy/scipy expectations" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

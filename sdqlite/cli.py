@@ -1,0 +1,138 @@
+"""The command line: ``sdqlite repl | check | eval | examples``.
+
+Values go to stdout, diagnostics to stderr as ``file:line:col: error: …`` with the
+source line and a caret.  No Python traceback reaches the user (set SDQLITE_DEBUG=1 to
+see one for an internal error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from sdqlite.errors import DataError, SDQLiteError, format_error
+from sdqlite.parser import Program, parse_program
+from sdqlite.session import read_input
+
+EXIT_ERROR, EXIT_INTERNAL = 1, 70
+
+
+def _source(path: str) -> tuple[str, str]:
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"{path}: no such file")
+    try:
+        return p.read_text(encoding="utf-8"), path
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"{path}: cannot read: {err}") from None
+
+
+def _inputs(program: Program, specs: Sequence[str]) -> dict[str, object]:
+    from semantics.run import Input
+
+    declared = {d.name: d.type for d in program.decls}
+    out: dict[str, Input] = {}
+    for spec in specs:
+        name = spec.partition("=")[0].strip()
+        n, inp = read_input(spec, declared.get(name))
+        out[n] = inp
+    return dict(out)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from semantics.run import check_program, context
+
+    text, name = _source(args.file)
+    prog = parse_program(text)
+    inputs = _inputs(prog, args.input)
+    _, t = check_program(prog, context(prog, inputs))  # type: ignore[arg-type]
+    print(f"{name}: {t}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from semantics.display import show_value
+    from semantics.run import run
+
+    text, _ = _source(args.file)
+    prog = parse_program(text)
+    result = run(prog, _inputs(prog, args.input))  # type: ignore[arg-type]
+    print(show_value(result.value))
+    if args.type:
+        print(f": {result.type}", file=sys.stderr)
+    return 0
+
+
+def cmd_repl(args: argparse.Namespace) -> int:
+    from sdqlite.repl import repl
+
+    return repl()
+
+
+def cmd_examples(args: argparse.Namespace) -> int:
+    from paper_examples.__main__ import main as examples
+
+    return examples(args.names)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="sdqlite",
+        description="SDQLite: semi-ring dictionaries, their semantics and differentiation "
+                    "(the paper '∇SD: Differentiable Programming for Sparse Tensors').")
+    sub = ap.add_subparsers(dest="command", required=True)
+    inp = {"action": "append", "default": [], "metavar": "NAME=PATH|VALUE",
+           "help": "data for an input: a .npy/.mtx file or a literal such as '{0 -> 1.5}'"}
+
+    p = sub.add_parser("check", help="type-check a source file")
+    p.add_argument("file", help="source file ('-' for stdin)")
+    p.add_argument("--input", "-i", **inp)  # type: ignore[arg-type]
+    p.set_defaults(run=cmd_check)
+
+    p = sub.add_parser("eval", help="evaluate a source file; the value goes to stdout")
+    p.add_argument("file", help="source file ('-' for stdin)")
+    p.add_argument("--input", "-i", **inp)  # type: ignore[arg-type]
+    p.add_argument("--type", action="store_true", help="also print the type (on stderr)")
+    p.set_defaults(run=cmd_eval)
+
+    p = sub.add_parser("repl", help="the interactive read-eval-print loop")
+    p.set_defaults(run=cmd_repl)
+
+    p = sub.add_parser("examples", help="run the paper's examples against their expectations")
+    p.add_argument("names", nargs="*", help="run only these examples")
+    p.set_defaults(run=cmd_examples)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except SDQLiteError as err:
+        source, name = None, getattr(args, "file", "<input>")
+        if err.span is not None and name not in (None, "-"):
+            try:
+                source = Path(name).read_text(encoding="utf-8")
+            except OSError:
+                source = None
+        print(format_error(err, source, name if err.span is not None else "sdqlite"),
+              file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # an internal error: say so plainly, no traceback
+        if os.environ.get("SDQLITE_DEBUG"):
+            raise
+        print(f"sdqlite: internal error: {type(err).__name__}: {err} "
+              "(set SDQLITE_DEBUG=1 for a traceback, and please report it)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""What the front doors share: inputs given as files or literals, and a REPL session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sdqlite.ast import free_vars
+from sdqlite.errors import DataError, SDQLiteError
+from sdqlite.parser import Decl, Program, parse_program
+from sdqlite.typecheck import typecheck
+from sdqlite.types import Type
+from semantics.convert import load
+from semantics.display import read_value, show_value
+from semantics.interp import evaluate
+from semantics.run import Input, context
+
+
+def read_input(spec: str, declared: Type | None = None) -> tuple[str, Input]:
+    """``NAME=PATH`` (a ``.npy`` or ``.mtx`` file) or ``NAME=VALUE`` (a literal such as
+    ``{0 -> 1.5}``; checked against the declared type when there is one)."""
+    name, sep, rhs = spec.partition("=")
+    name, rhs = name.strip(), rhs.strip()
+    if not sep or not name.replace("'", "").replace("_", "a").isalnum():
+        raise DataError(f"--input {spec!r}: expected NAME=PATH or NAME=VALUE")
+    if rhs.endswith((".npy", ".mtx")) or Path(rhs).is_file():
+        value, t = load(rhs)
+        return name, Input(value, t)
+    try:
+        value, t = read_value(rhs, declared)
+    except SDQLiteError as err:
+        raise DataError(f"--input {name}: {err.message}", None) from None
+    return name, Input(value, t)
+
+
+def declared_types(program: Program) -> dict[str, Type]:
+    return {d.name: d.type for d in program.decls}
+
+
+HELP = """\
+Enter an SDQLite expression to evaluate it, or a declaration `NAME : TYPE`.
+  :input NAME = VALUE | PATH   bind an input to a literal value or a .npy/.mtx file
+  :type EXPR                   show the type of an expression
+  :load FILE                   read a source file (its declarations, then its expression)
+  :inputs                      list the declared inputs and their values
+  :help                        this text
+  :quit                        leave (also Ctrl-D)
+Multi-line input continues while the expression is incomplete."""
+
+
+@dataclass
+class Session:
+    """The state of a REPL: declared input types and input values."""
+
+    types: dict[str, Type] = field(default_factory=dict)
+    inputs: dict[str, Input] = field(default_factory=dict)
+    source: str = ""  # the text the spans of the last error refer to
+
+    def handle(self, text: str) -> str:
+        """Run one REPL entry and return what to print (errors are raised)."""
+        stripped = text.strip()
+        self.source = text
+        if not stripped:
+            return ""
+        if stripped.startswith(":"):
+            cmd, _, arg = stripped[1:].partition(" ")
+            return self.command(cmd, arg.strip())
+        return self.program(parse_program(text))
+
+    def command(self, cmd: str, arg: str) -> str:
+        self.source = arg
+        match cmd:
+            case "help" | "h" | "?":
+                return HELP
+            case "type" | "t":
+                expr = parse_program(arg).expr
+                if expr is None:
+                    raise DataError("usage: :type EXPR")
+                return str(typecheck(expr, self._ctx())[1])
+            case "input" | "i":
+                name, inp = read_input(arg.replace(" = ", "=", 1), None)
+                want = self.types.get(name)
+                if want is not None and inp.type != want:
+                    name, inp = read_input(arg.replace(" = ", "=", 1), want)
+                context(Program(tuple(Decl(n, t) for n, t in self.types.items()), None),
+                        {name: inp})
+                self.inputs[name] = inp
+                if inp.type is not None:
+                    self.types.setdefault(name, inp.type)
+                return f"{name} : {self.types[name]}"
+            case "load" | "l":
+                path = Path(arg)
+                if not path.is_file():
+                    raise DataError(f"{arg}: no such file")
+                self.source = path.read_text(encoding="utf-8")
+                return self.program(parse_program(self.source))
+            case "inputs":
+                lines = []
+                for n, t in sorted(self.types.items()):
+                    v = self.inputs.get(n)
+                    lines.append(f"{n} : {t}" + ("" if v is None else f" = {show_value(v.value)}"))
+                return "\n".join(lines) or "(no inputs)"
+            case _:
+                raise DataError(f"unknown command :{cmd} (try :help)")
+
+    def program(self, prog: Program) -> str:
+        out = []
+        for d in prog.decls:
+            self.types[d.name] = d.type
+            out.append(f"{d.name} : {d.type}")
+        if prog.expr is not None:
+            elab, t = typecheck(prog.expr, self._ctx())
+            missing = sorted(n for n in free_vars(elab) if n not in self.inputs)
+            if missing:
+                raise DataError(f"no value for input {', '.join(missing)} "
+                                f"(bind it with :input NAME = VALUE)")
+            value = evaluate(elab, {n: i.value for n, i in self.inputs.items()})
+            out.append(f"{show_value(value)}\n  : {t}")
+        return "\n".join(out)
+
+    def _ctx(self) -> dict[str, Type]:
+        return dict(self.types)
