@@ -189,6 +189,7 @@ class SubArray:
     lo: Expr
     hi: Expr
     span: Span | None = _span()
+    ty: Type | None = _elab()  # elaboration: the element type (zero outside ``arr``)
 
 
 @dataclass(frozen=True, slots=True)

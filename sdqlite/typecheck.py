@@ -162,7 +162,8 @@ def synth(ctx: Ctx, e: Expr) -> tuple[Expr, Type]:
             if not (isinstance(at, DictT) and at.dense):
                 raise SDQLTypeError(f"expected a dense array {{dense_int -> ...}} to take a "
                                     f"sub-array of, found {at}", arr.span)
-            return SubArray(arr2, check(ctx, lo, INT), check(ctx, hi, INT), span=e.span), at
+            return SubArray(arr2, check(ctx, lo, INT), check(ctx, hi, INT), span=e.span,
+                            ty=at.val), at
         case Unique(a):  # Physical, [unique]: the identity
             a2, t = synth(ctx, a)
             return Unique(a2, span=e.span), t

@@ -110,12 +110,11 @@ def _eval(e: Expr, env: Env, field: Field) -> Value:  # noqa: C901 - one arm per
             st, en = _int(ev(lo), "a range start", lo.span), _int(ev(hi), "a range end", hi.span)
             _size(en - st, e.span)
             return V.dense(list(range(st, en)), st)
-        case SubArray(arr, lo, hi):  # arr(st:en) = {p -> arr(p) | st <= p < en}
-            a = ev(arr)
+        case SubArray(arr, lo, hi, _, ty):  # arr(st:en) = {p -> arr(p) | st <= p < en}
+            a, z = ev(arr), V.zero_of(_ty(ty, e), field)
             st, en = _int(ev(lo), "a sub-array start", lo.span), _int(
                 ev(hi), "a sub-array end", hi.span)
             _size(en - st, e.span)
-            z = V.zero_like(a.items[0]) if a.items else field.zero
             return V.dense([V.lookup(a, p, z) for p in range(st, en)], st)
         case Unique(a):  # the identity (a promise for rewrites and codegen)
             return ev(a)

@@ -1,0 +1,311 @@
+"""Hypothesis generators: well-typed programs in a context, values of a type, and
+ill-typed programs.
+
+``programs()`` draws a context Γ of inputs, a type T and an expression e with
+Γ ⊢ e : T, type-directed: for the wanted type it picks among the productions of
+Fig. fig:langs (and the Physical constructs) that can produce it, leaves first so that
+Hypothesis shrinks towards small programs.  Sizes are kept small (depth ≤ 4, at most 4
+entries per dictionary, ranges of at most 4 positions) so that the suite stays fast.
+Unary operations get arguments inside their domain (``log(1.0 + e * e)``), so every
+generated program evaluates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from hypothesis import strategies as st
+
+from sdqlite.ast import (
+    Add, ArrayLit, BoolConst, Empty, Eq, Expr, If, IntConst, Let, Lookup, Mul, Not,
+    Range, RealConst, Single, SubArray, Sum, Unique, UnOp, Var,
+)
+from sdqlite.types import BOOL, INT, REAL, BoolT, DictT, IntT, RealT, Type, is_semiring, splits
+from semantics.values import Value, dense, is_zero
+
+Draw = Any  # hypothesis' draw function
+Ctx = dict[str, Type]
+
+SPARSE1, SPARSE2 = DictT(REAL), DictT(DictT(REAL))
+DENSE_REAL, DENSE_INT = DictT(REAL, dense=True), DictT(INT, dense=True)
+DENSE_MATRIX = DictT(DENSE_REAL, dense=True)
+#: the types of inputs and of intermediate results the generator uses
+INPUT_TYPES: list[Type] = [REAL, SPARSE1, SPARSE2, INT, DENSE_REAL, DENSE_INT, DENSE_MATRIX]
+DOMAIN_TYPES: list[Type] = [SPARSE1, SPARSE2, DENSE_REAL, DENSE_INT, DictT(INT)]
+RESULT_TYPES: list[Type] = [REAL, SPARSE1, SPARSE2, INT, BOOL, DENSE_REAL, DENSE_INT]
+REALS = [1.5, -2.0, 0.5, 3.0, -0.25, 2.0]
+MAX_DEPTH = 4
+
+# Unary operations with an argument wrapper that keeps them inside their domain.
+_ONE = RealConst(1.0)
+
+
+def _square_plus_one(e: Expr) -> Expr:
+    return Add(_ONE, Mul(e, e))
+
+
+OP_ARGS = {
+    "sin": lambda e: e,
+    "cos": lambda e: e,
+    "tanh": lambda e: e,
+    "exp": lambda e: UnOp("sin", e),
+    "log": _square_plus_one,
+    "sqrt": _square_plus_one,
+    "inv": _square_plus_one,
+}
+
+
+class Names:
+    """An explicit name supply (no global counter: shrinking stays reproducible)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def fresh(self, draw: Draw, stem: str) -> str:
+        self.n += 1
+        prime = "'" if draw(st.integers(0, 4)) == 0 else ""
+        return f"{stem}{self.n}{prime}"
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A well-typed program: Γ ⊢ expr : type."""
+
+    ctx: Ctx
+    expr: Expr
+    type: Type
+
+
+# ---- values -----------------------------------------------------------------------------
+
+
+def values(t: Type, *, exact: bool = False, nonzero: bool = True) -> st.SearchStrategy[Value]:
+    """Canonical values of type ``t``; reals are Fractions when ``exact``.
+
+    Dictionary entries are non-zero (generic points); dense arrays may hold zeros."""
+    match t:
+        case RealT():
+            if exact:
+                q = st.builds(Fraction, st.integers(-6, 6), st.integers(1, 4))
+                return q.filter(lambda x: x != 0) if nonzero else q
+            r = st.sampled_from([0.5, -1.25, 2.0, 1.5, -0.75, 3.0, 0.1])
+            return r if nonzero else st.one_of(st.just(0.0), r)
+        case IntT():
+            return st.integers(0, 4)
+        case BoolT():
+            return st.booleans()
+        case DictT(val, True):
+            return st.lists(values(val, exact=exact, nonzero=False), max_size=4).map(dense)
+        case DictT(val, False):
+            return st.dictionaries(st.integers(0, 5), values(val, exact=exact), max_size=4).map(
+                lambda d: {k: x for k, x in d.items() if not is_zero(x)})
+    raise AssertionError(t)
+
+
+@st.composite
+def contexts(draw: Draw, max_inputs: int = 3) -> Ctx:
+    n = draw(st.integers(1, max_inputs))
+    names = ["x", "V1", "M", "s'", "y"]
+    return {names[i]: draw(st.sampled_from(INPUT_TYPES)) for i in range(n)}
+
+
+@st.composite
+def environments(draw: Draw, ctx: Ctx, exact: bool = False) -> dict[str, Value]:
+    return {x: draw(values(t, exact=exact)) for x, t in ctx.items()}
+
+
+# ---- expressions ------------------------------------------------------------------------
+
+
+def _vars(ctx: Ctx, t: Type) -> list[str]:
+    return [x for x, s in ctx.items() if s == t]
+
+
+def _small_int(draw: Draw, lo: int = 0) -> Expr:
+    return IntConst(draw(st.integers(lo, lo + 3)))
+
+
+def _leaf(draw: Draw, ctx: Ctx, t: Type) -> Expr:
+    vs = _vars(ctx, t)
+    if vs and draw(st.integers(0, 3)) > 0:  # mostly inputs and bound variables
+        return Var(draw(st.sampled_from(vs)))
+    match t:
+        case RealT():
+            return RealConst(draw(st.sampled_from(REALS)))
+        case IntT():
+            return IntConst(draw(st.integers(0, 3)))
+        case BoolT():
+            return BoolConst(draw(st.booleans()))
+        case DictT(val, False):
+            if draw(st.booleans()):
+                return Empty(t)
+            return Single(IntConst(draw(st.integers(0, 4))), _leaf(draw, ctx, val))
+        case DictT(IntT(), True) if draw(st.booleans()):
+            lo = draw(st.integers(0, 2))
+            return Range(IntConst(lo), IntConst(lo + draw(st.integers(0, 3))))
+        case DictT(val, True):
+            n = draw(st.integers(1, 3))
+            return ArrayLit(tuple(_leaf(draw, ctx, val) for _ in range(n)))
+    raise AssertionError(t)
+
+
+def _bind(ctx: Ctx, **binds: Type) -> Ctx:
+    return {**ctx, **{x: t for x, t in binds.items() if x != "_"}}
+
+
+def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names) -> Expr:
+    """An expression e with ctx ⊢ e : t (one production per construct)."""
+    if depth <= 0:
+        return _leaf(draw, ctx, t)
+    d = depth - 1
+    options: list[str] = ["leaf", "let"]  # "leaf" first: shrinking goes there
+    if is_semiring(t):
+        options += ["if", "sum", "sum", "lookup", "add", "mul", "mul"]
+    match t:
+        case RealT():
+            options += ["unop"]
+        case IntT():
+            options += ["unique"]
+        case BoolT():
+            options += ["eq", "not"]
+        case DictT(_, False):
+            options += ["single"]
+        case DictT(_, True):
+            options += ["subarray"] + (["range"] if t == DENSE_INT else [])
+    choice = draw(st.sampled_from(options))
+    match choice:
+        case "leaf":
+            return _leaf(draw, ctx, t)
+        case "let":  # let x = e1 in e2
+            s = draw(st.sampled_from(RESULT_TYPES))
+            x = names.fresh(draw, "t")
+            rhs = gen(draw, ctx, s, d, names)
+            return Let(x, rhs, gen(draw, _bind(ctx, **{x: s}), t, d, names))
+        case "if":  # if c then e
+            return If(gen(draw, ctx, BOOL, d, names), gen(draw, ctx, t, d, names))
+        case "sum":  # sum(<k,v> in e1) e2
+            dom_t = draw(st.sampled_from(DOMAIN_TYPES))
+            assert isinstance(dom_t, DictT)
+            k = "_" if draw(st.integers(0, 5)) == 0 else names.fresh(draw, "k")
+            v = "_" if draw(st.integers(0, 5)) == 0 else names.fresh(draw, "v")
+            dom = gen(draw, ctx, dom_t, d, names)
+            return Sum(k, v, dom, gen(draw, _bind(ctx, **{k: INT, v: dom_t.val}), t, d, names))
+        case "lookup":  # e1(e2)
+            dense_dict = draw(st.booleans())
+            return Lookup(gen(draw, ctx, DictT(t, dense_dict), d, names),
+                          gen(draw, ctx, INT, d, names))
+        case "add":
+            return Add(gen(draw, ctx, t, d, names), gen(draw, ctx, t, d, names))
+        case "mul":  # e1 * e2 : D1 ⊗ D2
+            t1, t2 = draw(st.sampled_from(splits(t)))
+            return Mul(gen(draw, ctx, t1, d, names), gen(draw, ctx, t2, d, names))
+        case "unop":
+            op = draw(st.sampled_from(sorted(OP_ARGS)))
+            return UnOp(op, OP_ARGS[op](gen(draw, ctx, REAL, d, names)))
+        case "unique":
+            return Unique(gen(draw, ctx, INT, d, names))
+        case "eq":
+            s = draw(st.sampled_from([INT, BOOL]))
+            return Eq(gen(draw, ctx, s, d, names), gen(draw, ctx, s, d, names))
+        case "not":
+            return Not(gen(draw, ctx, BOOL, d, names))
+        case "single":  # {e1 -> e2}
+            assert isinstance(t, DictT)
+            return Single(gen(draw, ctx, INT, d, names), gen(draw, ctx, t.val, d, names))
+        case "subarray":  # e(lo:hi), small
+            lo = draw(st.integers(0, 2))
+            return SubArray(gen(draw, ctx, t, d, names), IntConst(lo),
+                            IntConst(lo + draw(st.integers(0, 3))))
+        case "range":  # (lo:hi), small
+            return Range(_small_int(draw), _small_int(draw, 2))
+    raise AssertionError(choice)
+
+
+@st.composite
+def programs(draw: Draw, ctx: Ctx | None = None, type: Type | None = None,
+             max_depth: int = MAX_DEPTH) -> Generated:
+    """A well-typed program Γ ⊢ e : T."""
+    ctx = draw(contexts()) if ctx is None else ctx
+    t = draw(st.sampled_from(RESULT_TYPES)) if type is None else type
+    depth = draw(st.integers(min(2, max_depth), max_depth))
+    return Generated(ctx, gen(draw, ctx, t, depth, Names()), t)
+
+
+# ---- ill-typed programs -----------------------------------------------------------------
+
+_NON_DICT = [REAL, INT, BOOL]
+
+
+@st.composite
+def ill_typed(draw: Draw) -> tuple[Ctx, Expr, str]:
+    """A program that breaks exactly one typing rule, inside a well-typed context.
+
+    Returns (Γ, e, the rule broken).  Operands are variables, so no literal can
+    make the program well-typed by being checked against another type."""
+    g = draw(programs(max_depth=2))
+    ctx = dict(g.ctx)
+    pool = [REAL, INT, BOOL, SPARSE1, DENSE_REAL]
+
+    def var(t: Type) -> Var:
+        name = f"w{len(ctx)}"
+        ctx[name] = t
+        return Var(name)
+
+    def two_types() -> tuple[Type, Type]:
+        a = draw(st.sampled_from([t for t in pool if is_semiring(t)]))
+        b = draw(st.sampled_from([t for t in pool if t != a]))
+        return a, b
+
+    rule = draw(st.sampled_from([
+        "add", "lookup-dict", "lookup-key", "sum-dom", "if-cond", "not", "op", "eq", "mul",
+        "single-key", "single-val", "unbound", "range", "subarray",
+    ]))
+    bad: Expr
+    match rule:
+        case "add":
+            a, b = two_types()
+            bad = Add(var(a), var(b))
+        case "lookup-dict":
+            bad = Lookup(var(draw(st.sampled_from(_NON_DICT))), IntConst(0))
+        case "lookup-key":
+            bad = Lookup(var(SPARSE1), var(draw(st.sampled_from([REAL, BOOL, SPARSE1]))))
+        case "sum-dom":
+            bad = Sum("k", "v", var(draw(st.sampled_from(_NON_DICT))), RealConst(1.0))
+        case "if-cond":
+            bad = If(var(draw(st.sampled_from([REAL, INT, SPARSE1]))), RealConst(1.0))
+        case "not":
+            bad = Not(var(draw(st.sampled_from([REAL, INT, SPARSE1]))))
+        case "op":
+            bad = UnOp("sin", var(draw(st.sampled_from([INT, BOOL, SPARSE1]))))
+        case "eq":
+            t = draw(st.sampled_from([REAL, SPARSE1, DENSE_REAL]))
+            bad = Eq(var(t), var(t))
+        case "mul":
+            bad = Mul(var(REAL), var(draw(st.sampled_from([INT, BOOL, DENSE_INT]))))
+        case "single-key":
+            bad = Single(var(draw(st.sampled_from([REAL, BOOL]))), RealConst(1.0))
+        case "single-val":
+            bad = Single(IntConst(0), var(BOOL))
+        case "unbound":
+            bad = Var("nowhere")
+        case "range":
+            bad = Range(var(draw(st.sampled_from([REAL, BOOL]))), IntConst(2))
+        case "subarray":
+            bad = SubArray(var(SPARSE1), IntConst(0), IntConst(1))
+        case _:
+            raise AssertionError(rule)
+    where = draw(st.sampled_from(["top", "let", "sum"]))
+    if where == "let":
+        bad = Let("z", bad, g.expr)
+    elif where == "sum":
+        bad = Sum("k", "v", Single(IntConst(1), RealConst(1.0)), Let("z", bad, RealConst(2.0)))
+    return ctx, bad, rule
+
+
+@st.composite
+def programs_with_env(draw: Draw, exact: bool = False) -> tuple[Generated, dict[str, Value]]:
+    """A well-typed program and values for its inputs."""
+    g = draw(programs())
+    return g, draw(environments(g.ctx, exact=exact))

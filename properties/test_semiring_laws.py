@@ -1,0 +1,94 @@
+"""Semiring laws of the value operations (Fig. fig:langs: ``+``, ``*`` = ⊗, ``zero``).
+
+For values of semiring types, computed exactly over the rationals:
+  a + (b + c) = (a + b) + c,   a + b = b + a,   a + zero = a,
+  a * (b * c) = (a * b) * c,   a * (b + c) = a * b + a * c,   (a + b) * c = a * c + b * c,
+  zero * b = zero and a * zero = zero on logical types (real, int, {int -> D}), and
+  zero * b = zero whenever zero is a dense array's zero (the empty array);
+and the typing of ⊗ agrees with the shape of ``*``'s result: if a : D1 and b : D2 then
+a * b : D1 ⊗ D2.
+
+Dense arrays keep every position (DESIGN.md), so a scalar zero does *not* absorb them:
+``[x] * 0`` and ``0 * [x]`` are ``[0]``, an array with one position, not the empty array
+``zero``.  ``test_dense_arrays_are_not_absorbed`` pins that difference down.
+"""
+
+from fractions import Fraction
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from properties.generators import DENSE_INT, DENSE_REAL, SPARSE1, SPARSE2, values
+from sdqlite.types import INT, REAL, DictT, Type, otimes
+from semantics.values import FRACTION, add, dense, has_type, mul, zero_of
+
+REAL_TYPES: list[Type] = [REAL, SPARSE1, SPARSE2, DENSE_REAL, DictT(DENSE_REAL)]
+INT_TYPES: list[Type] = [INT, DENSE_INT, DictT(INT)]
+LOGICAL: list[Type] = [REAL, SPARSE1, SPARSE2, INT, DictT(INT)]
+
+
+def _exact(t: Type) -> st.SearchStrategy[object]:
+    return values(t, exact=True)
+
+
+same_type = st.sampled_from(REAL_TYPES + INT_TYPES).flatmap(
+    lambda t: st.tuples(st.just(t), _exact(t), _exact(t), _exact(t)))
+
+
+@given(same_type)
+def test_add_is_a_commutative_monoid(tabc: tuple[Type, object, object, object]) -> None:
+    t, a, b, c = tabc
+    assert add(a, add(b, c)) == add(add(a, b), c)
+    assert add(a, b) == add(b, a)
+    assert add(a, zero_of(t, FRACTION)) == a == add(zero_of(t, FRACTION), a)
+    assert has_type(add(a, b), t)
+
+
+def _three(types: list[Type]) -> st.SearchStrategy[tuple[Type, Type, Type]]:
+    return st.tuples(*[st.sampled_from(types)] * 3)
+
+
+@st.composite
+def triples(draw: st.DrawFn) -> tuple[list[Type], list[object]]:
+    types = draw(st.sampled_from([REAL_TYPES, INT_TYPES]))
+    ts = list(draw(_three(types)))
+    return ts, [draw(_exact(t)) for t in ts]
+
+
+@given(triples())
+def test_mul_is_associative_and_typed_by_otimes(tv: tuple[list[Type], list[object]]) -> None:
+    (t1, t2, t3), (a, b, c) = tv
+    ab = mul(a, b)
+    assert has_type(ab, otimes(t1, t2))  # type: ignore[arg-type]
+    assert mul(ab, c) == mul(a, mul(b, c))
+
+
+@given(st.data())
+def test_mul_distributes_over_add(data: st.DataObject) -> None:
+    types = data.draw(st.sampled_from([REAL_TYPES, INT_TYPES]))
+    t1, t2 = data.draw(st.sampled_from(types)), data.draw(st.sampled_from(types))
+    a = data.draw(_exact(t1))
+    b, c = data.draw(_exact(t2)), data.draw(_exact(t2))
+    assert mul(a, add(b, c)) == add(mul(a, b), mul(a, c))
+    a2 = data.draw(_exact(t1))
+    assert mul(add(a, a2), b) == add(mul(a, b), mul(a2, b))
+
+
+@given(st.data())
+def test_zero_is_absorbing(data: st.DataObject) -> None:
+    types = data.draw(st.sampled_from([REAL_TYPES, INT_TYPES]))
+    t1, t2 = data.draw(st.sampled_from(types)), data.draw(st.sampled_from(types))
+    b = data.draw(_exact(t2))
+    t12 = otimes(t1, t2)
+    assert t12 is not None
+    if t2 in LOGICAL or isinstance(t1, DictT) and t1.dense:
+        assert mul(zero_of(t1, FRACTION), b) == zero_of(t12, FRACTION)
+    if t1 in LOGICAL and t2 in LOGICAL:
+        a = data.draw(_exact(t1))
+        assert mul(a, zero_of(t2, FRACTION)) == zero_of(t12, FRACTION)
+
+
+def test_dense_arrays_are_not_absorbed() -> None:
+    one = dense([Fraction(1)])
+    assert mul(one, Fraction(0)) == dense([Fraction(0)]) != zero_of(DENSE_REAL, FRACTION)
+    assert mul(Fraction(0), one) == dense([Fraction(0)]) != zero_of(DENSE_REAL, FRACTION)
