@@ -19,8 +19,26 @@ from typing import Any
 from hypothesis import strategies as st
 
 from sdqlite.ast import (
-    Add, ArrayLit, BoolConst, Empty, Eq, Expr, If, IntConst, Let, Lookup, Mul, Not,
-    Range, RealConst, Single, SubArray, Sum, Unique, UnOp, Var,
+    Add,
+    ArrayLit,
+    BoolConst,
+    Empty,
+    Eq,
+    Expr,
+    If,
+    IntConst,
+    Let,
+    Lookup,
+    Mul,
+    Not,
+    Range,
+    RealConst,
+    Single,
+    SubArray,
+    Sum,
+    Unique,
+    UnOp,
+    Var,
 )
 from sdqlite.types import BOOL, INT, REAL, BoolT, DictT, IntT, RealT, Type, is_semiring, splits
 from semantics.values import Value, dense, is_zero
@@ -246,7 +264,7 @@ def ill_typed(draw: Draw) -> tuple[Ctx, Expr, str]:
     make the program well-typed by being checked against another type."""
     g = draw(programs(max_depth=2))
     ctx = dict(g.ctx)
-    pool = [REAL, INT, BOOL, SPARSE1, DENSE_REAL]
+    pool: list[Type] = [REAL, INT, BOOL, SPARSE1, DENSE_REAL]
 
     def var(t: Type) -> Var:
         name = f"w{len(ctx)}"

@@ -6,7 +6,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from properties.generators import INPUT_TYPES, RESULT_TYPES, Generated, programs, values
-from sdqlite.ast import Add, Mul, RealConst, Single, IntConst, Var
+from sdqlite.ast import Add, Expr, IntConst, Mul, RealConst, Single, Var
 from sdqlite.parser import parse_expr
 from sdqlite.printer import show
 from sdqlite.types import Type
@@ -26,7 +26,7 @@ def test_show_is_stable(g: Generated) -> None:
 
 
 def test_roundtrip_negative_literals_and_dict_literals() -> None:
-    cases = [
+    cases: list[Expr] = [
         Mul(RealConst(-2.0), Var("x")),
         Add(Var("x"), RealConst(-0.25)),
         Add(Add(Single(IntConst(1), RealConst(1.0)), Single(IntConst(2), Var("y"))),

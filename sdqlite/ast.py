@@ -22,11 +22,11 @@ from sdqlite.types import Type
 
 
 def _span() -> Span | None:
-    return field(default=None, compare=False, repr=False)  # type: ignore[no-any-return]
+    return field(default=None, compare=False, repr=False)
 
 
 def _elab() -> Type | None:
-    return field(default=None, compare=False, repr=False)  # type: ignore[no-any-return]
+    return field(default=None, compare=False, repr=False)
 
 
 # ---- Logical SDQLite ---------------------------------------------------------------

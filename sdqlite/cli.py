@@ -126,6 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (`sdqlite eval f | head`)
+        sys.stderr.close()
+        return 0
     except Exception as err:  # an internal error: say so plainly, no traceback
         if os.environ.get("SDQLITE_DEBUG"):
             raise

@@ -15,11 +15,27 @@ import lark
 from lark import Token, Transformer, v_args
 
 from sdqlite import sugar
-from sdqlite.ast import (
-    ArrayLit, BoolConst, Empty, Eq, Expr, If, IntConst, Let, Lookup, Mul, Not,
-    Range, RealConst, SubArray, Sum, Unique, UnOp, Var,
-)
 from sdqlite.ast import Add as AddE
+from sdqlite.ast import (
+    ArrayLit,
+    BoolConst,
+    Empty,
+    Eq,
+    Expr,
+    If,
+    IntConst,
+    Let,
+    Lookup,
+    Mul,
+    Not,
+    Range,
+    RealConst,
+    SubArray,
+    Sum,
+    Unique,
+    UnOp,
+    Var,
+)
 from sdqlite.errors import ParseError, Span
 from sdqlite.types import BOOL, INT, REAL, DictT, Type, otimes, tensor
 
@@ -227,8 +243,9 @@ def _convert(err: lark.exceptions.UnexpectedInput, text: str) -> ParseError:
         end = col + max(1, len(str(tok.value)) if tok.type != "$END" else 1)
         return ParseError(f"unexpected {found}; expected {exp}", Span(line, col, line, end))
     if isinstance(err, lark.exceptions.UnexpectedCharacters):
-        ch = text[err.pos_in_stream] if 0 <= err.pos_in_stream < len(text) else "?"
-        what = "unterminated comment" if text.startswith("/*", err.pos_in_stream) else (
+        pos = err.pos_in_stream or 0
+        ch = text[pos] if 0 <= pos < len(text) else "?"
+        what = "unterminated comment" if text.startswith("/*", pos) else (
             f"unexpected character {ch!r}"
         )
         return ParseError(what, Span(line, col, line, col + 1))
@@ -283,7 +300,7 @@ def is_incomplete(text: str) -> bool:
     except lark.exceptions.UnexpectedEOF:
         return True
     except lark.exceptions.UnexpectedCharacters as err:
-        return text.startswith("/*", err.pos_in_stream)
+        return text.startswith("/*", err.pos_in_stream or 0)
     except Exception:
         return False
     return False

@@ -11,8 +11,26 @@ from __future__ import annotations
 from typing import assert_never
 
 from sdqlite.ast import (
-    Add, ArrayLit, BoolConst, Empty, Eq, Expr, If, IntConst, Let, Lookup, Mul, Not,
-    Range, RealConst, Single, SubArray, Sum, Unique, UnOp, Var,
+    Add,
+    ArrayLit,
+    BoolConst,
+    Empty,
+    Eq,
+    Expr,
+    If,
+    IntConst,
+    Let,
+    Lookup,
+    Mul,
+    Not,
+    Range,
+    RealConst,
+    Single,
+    SubArray,
+    Sum,
+    Unique,
+    UnOp,
+    Var,
 )
 
 OPEN, EQ, ADD, MUL, UNARY, POSTFIX, ATOM = range(7)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -18,10 +19,8 @@ def _setup_history() -> None:
         import atexit
         import readline
 
-        try:
+        with contextlib.suppress(OSError):
             readline.read_history_file(HISTORY)
-        except OSError:
-            pass
         readline.set_history_length(1000)
         atexit.register(lambda: _save(readline))
     except ImportError:
@@ -29,10 +28,8 @@ def _setup_history() -> None:
 
 
 def _save(readline: object) -> None:
-    try:
+    with contextlib.suppress(OSError):
         readline.write_history_file(HISTORY)  # type: ignore[attr-defined]
-    except OSError:
-        pass
 
 
 def repl(session: Session | None = None) -> int:

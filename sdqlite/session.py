@@ -78,15 +78,13 @@ class Session:
                     raise DataError("usage: :type EXPR")
                 return str(typecheck(expr, self._ctx())[1])
             case "input" | "i":
-                name, inp = read_input(arg.replace(" = ", "=", 1), None)
-                want = self.types.get(name)
-                if want is not None and inp.type != want:
-                    name, inp = read_input(arg.replace(" = ", "=", 1), want)
-                context(Program(tuple(Decl(n, t) for n, t in self.types.items()), None),
-                        {name: inp})
+                spec = arg.replace(" = ", "=", 1)
+                name, inp = read_input(spec, self.types.get(spec.partition("=")[0].strip()))
+                decls = tuple(Decl(n, t) for n, t in self.types.items())
+                context(Program(decls, None), {name: inp})  # data must match a declaration
                 self.inputs[name] = inp
-                if inp.type is not None:
-                    self.types.setdefault(name, inp.type)
+                if name not in self.types and inp.type is not None:
+                    self.types[name] = inp.type
                 return f"{name} : {self.types[name]}"
             case "load" | "l":
                 path = Path(arg)

@@ -14,8 +14,26 @@ from functools import wraps
 from typing import TypeVar, assert_never
 
 from sdqlite.ast import (
-    Add, ArrayLit, BoolConst, Empty, Eq, Expr, If, IntConst, Let, Lookup, Mul, Not,
-    Range, RealConst, Single, SubArray, Sum, Unique, UnOp, Var,
+    Add,
+    ArrayLit,
+    BoolConst,
+    Empty,
+    Eq,
+    Expr,
+    If,
+    IntConst,
+    Let,
+    Lookup,
+    Mul,
+    Not,
+    Range,
+    RealConst,
+    Single,
+    SubArray,
+    Sum,
+    Unique,
+    UnOp,
+    Var,
 )
 from sdqlite.errors import SDQLTypeError, Span
 from sdqlite.ops import UNARY_OPS

@@ -15,7 +15,7 @@ from sdqlite.parser import parse_expr
 from sdqlite.printer import show
 from sdqlite.sugar import dict_literal
 from sdqlite.types import Type
-from semantics.values import DenseArray, Field, FLOAT, Value, is_sympy, zero_like
+from semantics.values import FLOAT, DenseArray, Field, Value, is_sympy, zero_like
 
 
 def value_to_expr(v: Value) -> Expr:

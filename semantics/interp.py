@@ -14,8 +14,26 @@ from collections.abc import Mapping
 from typing import assert_never
 
 from sdqlite.ast import (
-    Add, ArrayLit, BoolConst, Empty, Eq, Expr, If, IntConst, Let, Lookup, Mul, Not,
-    Range, RealConst, Single, SubArray, Sum, Unique, UnOp, Var,
+    Add,
+    ArrayLit,
+    BoolConst,
+    Empty,
+    Eq,
+    Expr,
+    If,
+    IntConst,
+    Let,
+    Lookup,
+    Mul,
+    Not,
+    Range,
+    RealConst,
+    Single,
+    SubArray,
+    Sum,
+    Unique,
+    UnOp,
+    Var,
 )
 from sdqlite.errors import EvalError, Span
 from sdqlite.ops import UNARY_OPS
@@ -65,7 +83,7 @@ def _all_finite(v: Value) -> bool:
     return not isinstance(v, float) or math.isfinite(v)
 
 
-def _eval(e: Expr, env: Env, field: Field) -> Value:  # noqa: C901 - one arm per construct
+def _eval(e: Expr, env: Env, field: Field) -> Value:
     def ev(x: Expr, extra: Env | None = None) -> Value:
         return _eval(x, env if extra is None else {**env, **extra}, field)
 

@@ -5,6 +5,10 @@
 * ``{int -> D}`` — a Python ``dict`` that never stores a zero of ``D``: construction and
   ``+`` drop entries that become zero, so equality is structural.
 * ``{dense_int -> D}`` — a ``DenseArray``: every position is kept, zeros included.
+  Its ``zero`` (the identity of ``+``) is the empty array; but as a *dictionary entry* an
+  array whose every position holds zero counts as zero and is dropped — otherwise
+  ``(0 * {0 -> 1}) * [0]`` and ``0 * ({0 -> 1} * [0])`` would differ, and ``*`` would not
+  be associative (found by properties/test_semiring_laws.py).
 
 ``add`` and ``mul`` are ``+`` and the tensor product ``*`` of Fig. fig:langs.
 """
@@ -67,11 +71,12 @@ def is_sympy(x: object) -> bool:
 
 
 def is_zero(v: Value) -> bool:
-    """Is ``v`` the zero of its type? (The empty dict; the empty dense array.)"""
+    """Is ``v`` zero, i.e. dropped as a dictionary entry?  The empty dict; a dense array
+    whose positions all hold zero (the empty array included); a zero scalar."""
     if isinstance(v, dict):
         return not v
     if isinstance(v, DenseArray):
-        return not v.items
+        return all(is_zero(x) for x in v.items)
     if isinstance(v, bool):
         return not v
     if is_sympy(v):

@@ -1,0 +1,110 @@
+"""The command line: values on stdout, located diagnostics on stderr, no tracebacks."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from sdqlite.cli import main
+
+DOT = "V1 : {int -> real}\nV2 : {int -> real}\nsum(<i, a> in V1) a * V2(i)\n"
+
+
+def _file(tmp_path: Path, text: str, name: str = "prog.sdql") -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_eval_literal_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = _file(tmp_path, DOT)
+    assert main(["eval", f, "-i", "V1={0 -> 1.5, 2 -> 3.0}", "-i", "V2={2 -> 2.0}"]) == 0
+    out = capsys.readouterr()
+    assert out.out.strip() == str(3.0 * 2.0)
+
+
+def test_eval_empty_literal_takes_the_declared_type(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = _file(tmp_path, DOT)
+    assert main(["eval", f, "-i", "V1={0 -> 1.5}", "-i", "V2={}"]) == 0
+    assert capsys.readouterr().out.strip() == "0.0"
+
+
+def test_eval_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    m = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]]))
+    scipy.io.mmwrite(tmp_path / "M.mtx", m)
+    v = np.array([0.5, -1.0])
+    np.save(tmp_path / "v.npy", v)
+    f = _file(tmp_path, "sum(<i,r> in M) { i -> sum(<j,a> in r) a * v(j) }\n")
+    assert main(["eval", f, "-i", f"M={tmp_path / 'M.mtx'}", "-i", f"v={tmp_path / 'v.npy'}",
+                 "--type"]) == 0
+    out = capsys.readouterr()
+    expected = m @ v  # independent: scipy's product
+    x0, x1, x2 = expected.tolist()
+    assert out.out.strip() == f"{{ 0 -> {x0!r}, 1 -> {x1!r}, 2 -> {x2!r} }}"
+    assert out.err.strip() == ": {int -> real}"
+
+
+def test_eval_from_stdin(monkeypatch: pytest.MonkeyPatch,
+                         capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("{1 -> 2.0} * 3.0\n"))
+    assert main(["eval", "-"]) == 0
+    assert capsys.readouterr().out.strip() == "{ 1 -> 6.0 }"
+
+
+def test_type_error_is_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = _file(tmp_path, "x : real\n\nsum(<i,a> in x) a\n")
+    assert main(["check", f]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == (
+        f"{f}:3:14: error: expected a dictionary or dense array for the domain of sum, "
+        "found real")
+    assert err.splitlines()[1:] == ["  sum(<i,a> in x) a", "               ^"]
+
+
+def test_parse_error_is_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = _file(tmp_path, "let x = 1 in\n  x +* 2\n")
+    assert main(["check", f]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{f}:2:6: error: unexpected '*'")
+    assert "Traceback" not in err
+
+
+def test_domain_error_is_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = _file(tmp_path, "1.0 + log(-1.0)\n")
+    assert main(["eval", f]) == 1
+    assert "1:7: error: log(-1.0) is outside the domain of log" in capsys.readouterr().err
+
+
+def test_data_must_match_declaration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(tmp_path / "v.npy", np.array([1.0, 2.0]))
+    f = _file(tmp_path, DOT)
+    assert main(["eval", f, "-i", f"V1={tmp_path / 'v.npy'}", "-i", "V2={}"]) == 1
+    err = capsys.readouterr().err
+    assert "input V1 is declared {int -> real} but its data is {dense_int -> real}" in err
+
+
+def test_undeclared_input_takes_type_of_data(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(tmp_path / "v.npy", np.array([1.0, 0.0, 2.0]))
+    f = _file(tmp_path, "sum(<i,a> in v) a\n")
+    assert main(["check", f, "-i", f"v={tmp_path / 'v.npy'}"]) == 0
+    assert capsys.readouterr().out.strip() == f"{f}: real"
+
+
+@pytest.mark.parametrize("args", [
+    ["eval", "missing.sdql"],
+    ["eval", "PROG", "-i", "V1=nope.npy"],
+    ["eval", "PROG", "-i", "V1"],
+    ["eval", "PROG", "-i", "V1={0 -> }"],
+])
+def test_bad_invocations_are_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      args: list[str]) -> None:
+    f = _file(tmp_path, DOT)
+    assert main([f if a == "PROG" else a for a in args]) == 1
+    err = capsys.readouterr().err
+    assert "error:" in err and "Traceback" not in err

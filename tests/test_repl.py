@@ -1,0 +1,70 @@
+"""The REPL session: declarations, inputs, :type, :load, multi-line entries."""
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sdqlite.errors import DataError, SDQLTypeError
+from sdqlite.repl import repl
+from sdqlite.session import Session
+
+
+def test_declare_bind_evaluate() -> None:
+    s = Session()
+    assert s.handle("V : {int -> real}") == "V : {int -> real}"
+    assert s.handle(":input V = {1 -> 2.0, 3 -> -1.0}") == "V : {int -> real}"
+    assert s.handle("sum(<i,a> in V) a * a") == "5.0\n  : real"
+    assert s.handle(":type V * V") == "{int -> {int -> real}}"
+
+
+def test_empty_literal_takes_declared_type() -> None:
+    s = Session()
+    s.handle("V : {int -> real}")
+    s.handle(":input V = {}")
+    assert s.handle("V") == "{}\n  : {int -> real}"
+
+
+def test_input_from_npy(tmp_path: Path) -> None:
+    np.save(tmp_path / "x.npy", np.array([1.0, 2.0]))
+    s = Session()
+    assert s.handle(f":input x = {tmp_path / 'x.npy'}") == "x : {dense_int -> real}"
+    assert s.handle("x(1) * 2") == "4.0\n  : real"
+
+
+def test_load_file(tmp_path: Path) -> None:
+    p = tmp_path / "f.sdql"
+    p.write_text("s : real\nV : {int -> real}\n")
+    s = Session()
+    assert s.handle(f":load {p}") == "s : real\nV : {int -> real}"
+    assert set(s.types) == {"s", "V"}
+
+
+def test_errors_name_what_was_expected() -> None:
+    s = Session()
+    s.handle("V : {int -> real}")
+    with pytest.raises(SDQLTypeError, match=r"expected real, found \{int -> real\}"):
+        s.handle(":type 1.0 + V")
+    with pytest.raises(DataError, match="no value for input V"):
+        s.handle("V")
+    with pytest.raises(DataError, match="unknown command"):
+        s.handle(":frobnicate")
+
+
+def test_loop_multiline_and_errors(monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    script = "\n".join([
+        "V : {int -> real}",
+        ":input V = {0 -> 2.0}",
+        "sum(<i, a> in V)",
+        "  { i -> a * a }",
+        "",
+        "W + 1",
+        ":quit",
+    ])
+    monkeypatch.setattr("sys.stdin", io.StringIO(script + "\n"))
+    assert repl() == 0
+    out = capsys.readouterr()
+    assert "{ 0 -> 4.0 }\n  : {int -> real}" in out.out
+    assert "<repl>:1:1: error: unbound variable W" in out.err
