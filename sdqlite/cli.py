@@ -15,7 +15,8 @@ from pathlib import Path
 
 from sdqlite.errors import DataError, SDQLiteError, format_error
 from sdqlite.parser import Program, parse_program
-from sdqlite.session import read_input
+from sdqlite.session import declared_types, read_input
+from semantics.run import Input
 
 EXIT_ERROR, EXIT_INTERNAL = 1, 70
 
@@ -32,16 +33,9 @@ def _source(path: str) -> tuple[str, str]:
         raise DataError(f"{path}: cannot read: {err}") from None
 
 
-def _inputs(program: Program, specs: Sequence[str]) -> dict[str, object]:
-    from semantics.run import Input
-
-    declared = {d.name: d.type for d in program.decls}
-    out: dict[str, Input] = {}
-    for spec in specs:
-        name = spec.partition("=")[0].strip()
-        n, inp = read_input(spec, declared.get(name))
-        out[n] = inp
-    return dict(out)
+def _inputs(program: Program, specs: Sequence[str]) -> dict[str, Input]:
+    declared = declared_types(program)
+    return dict(read_input(s, declared.get(s.partition("=")[0].strip())) for s in specs)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -50,7 +44,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     text, name = _source(args.file)
     prog = parse_program(text)
     inputs = _inputs(prog, args.input)
-    _, t = check_program(prog, context(prog, inputs))  # type: ignore[arg-type]
+    _, t = check_program(prog, context(prog, inputs))
     print(f"{name}: {t}")
     return 0
 
@@ -61,7 +55,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     text, _ = _source(args.file)
     prog = parse_program(text)
-    result = run(prog, _inputs(prog, args.input))  # type: ignore[arg-type]
+    result = run(prog, _inputs(prog, args.input))
     print(show_value(result.value))
     if args.type:
         print(f": {result.type}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,13 +16,15 @@ from semantics.display import read_value, show_value
 from semantics.interp import evaluate
 from semantics.run import Input, context
 
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*'*")  # as NAME in grammar.lark
+
 
 def read_input(spec: str, declared: Type | None = None) -> tuple[str, Input]:
     """``NAME=PATH`` (a ``.npy`` or ``.mtx`` file) or ``NAME=VALUE`` (a literal such as
     ``{0 -> 1.5}``; checked against the declared type when there is one)."""
     name, sep, rhs = spec.partition("=")
     name, rhs = name.strip(), rhs.strip()
-    if not sep or not name.replace("'", "").replace("_", "a").isalnum():
+    if not sep or not IDENT.fullmatch(name):
         raise DataError(f"--input {spec!r}: expected NAME=PATH or NAME=VALUE")
     if rhs.endswith((".npy", ".mtx")) or Path(rhs).is_file():
         value, t = load(rhs)

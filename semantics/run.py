@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sdqlite.ast import Expr
+from sdqlite.ast import Expr, free_vars
 from sdqlite.errors import DataError, SDQLTypeError
 from sdqlite.parser import Program
 from sdqlite.typecheck import Ctx, typecheck
@@ -64,13 +64,8 @@ def run(program: Program, inputs: Mapping[str, Input], field: Field = FLOAT) -> 
     """Type the program in the context of its inputs and evaluate it."""
     ctx = context(program, inputs)
     elab, t = check_program(program, ctx)
-    missing = sorted(n for n in ctx if n not in inputs and n in _free(elab))
+    missing = sorted(n for n in ctx if n not in inputs and n in free_vars(elab))
     if missing:
         raise DataError(f"no data for input {', '.join(missing)} (give --input NAME=PATH)")
     return Result(elab, t, evaluate(elab, {n: i.value for n, i in inputs.items()}, field))
 
-
-def _free(e: Expr) -> frozenset[str]:
-    from sdqlite.ast import free_vars
-
-    return free_vars(e)
