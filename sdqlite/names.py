@@ -1,0 +1,61 @@
+"""An explicit supply of fresh names (DESIGN.md: no global counters, so that Hypothesis
+shrinking is reproducible).  A supply never hands out a name it was told to avoid —
+every name of the program being transformed — so generated binders cannot capture."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import fields, replace
+from typing import Any
+
+from sdqlite.ast import Expr, Let, Sum, Var, subterms
+
+
+def names_in(e: Expr) -> set[str]:
+    """Every variable and binder name occurring in ``e``."""
+    out: set[str] = set()
+    for s in subterms(e):
+        match s:
+            case Sum(k, v):
+                out |= {k, v}
+            case Let(x):
+                out.add(x)
+            case _:
+                name = getattr(s, "name", None)
+                if isinstance(name, str):
+                    out.add(name)
+    return out
+
+
+class NameSupply:
+    def __init__(self, avoid: Iterable[str] = ()) -> None:
+        self.avoid = set(avoid)
+        self.counter = 0
+
+    def fresh(self, stem: str = "t") -> str:
+        while True:
+            self.counter += 1
+            name = f"{stem}{self.counter}"
+            if name not in self.avoid:
+                self.avoid.add(name)
+                return name
+
+
+def rename(e: Expr, old: str, new: str) -> Expr:
+    """``e`` with the free occurrences of ``old`` renamed to ``new`` (``new`` is fresh)."""
+    match e:
+        case Var(name) if name == old:
+            return Var(new, span=e.span)
+        case Sum(k, v, dom) if old in (k, v):
+            return replace(e, dom=rename(dom, old, new))
+        case Let(x, rhs) if x == old:
+            return replace(e, rhs=rename(rhs, old, new))
+        case _:
+            changes: dict[str, Any] = {}
+            for f in fields(e):
+                val = getattr(e, f.name)
+                if isinstance(val, tuple):
+                    changes[f.name] = tuple(rename(x, old, new) for x in val)
+                elif f.name not in ("span", "ty") and hasattr(val, "span"):
+                    changes[f.name] = rename(val, old, new)
+            return replace(e, **changes) if changes else e
