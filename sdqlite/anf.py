@@ -92,8 +92,6 @@ def _rhs(e: Expr, binds: Bindings, ns: NameSupply) -> Expr:
         return _atom(x, binds, ns)
 
     match e:
-        case Var() | IntConst() | RealConst() | BoolConst() | Empty() | ArrayLit() if is_atom(e):
-            return e
         case Let():
             return _atom(e, binds, ns)
         case Sum(k, v, dom, body, span, ty):  # the body's bindings stay inside

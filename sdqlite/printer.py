@@ -31,6 +31,7 @@ from sdqlite.ast import (
     Unique,
     UnOp,
     Var,
+    subterms,
 )
 
 OPEN, EQ, ADD, MUL, UNARY, POSTFIX, ATOM = range(7)
@@ -87,8 +88,6 @@ def show(e: Expr, indent: int = 0) -> str:
 
 
 def _has_let(e: Expr) -> bool:
-    from sdqlite.ast import subterms
-
     return any(isinstance(s, Let) for s in subterms(e))
 
 
