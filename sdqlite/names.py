@@ -32,6 +32,15 @@ class NameSupply:
         self.avoid = set(avoid)
         self.counter = 0
 
+    def prime(self, x: str) -> str:
+        """The tangent name of ``x``: ``x'`` as the paper writes it, or ``x''``, and so on,
+        when that name is taken (a program may already use ``x'``)."""
+        name = x + "'"
+        while name in self.avoid:
+            name += "'"
+        self.avoid.add(name)
+        return name
+
     def fresh(self, stem: str = "t") -> str:
         while True:
             self.counter += 1

@@ -5,9 +5,9 @@ The parser calls these; the theorems and generators only ever see the core.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from sdqlite.ast import Add, Empty, Expr, IntConst, Let, Mul, RealConst, Single
+from sdqlite.ast import Add, Empty, Expr, IntConst, Let, Mul, RealConst, Single, Sum, Var
 from sdqlite.errors import ParseError, Span
 from sdqlite.types import BoolT, DictT, IntT, RealT, Type
 
@@ -62,3 +62,34 @@ def zero(t: Type, span: Span | None = None) -> Expr:
             return Empty(t, span=span)
         case BoolT():
             raise ParseError("zero[bool] is not defined: bool is not a semiring type", span)
+
+
+def onehot(t: Type, x: Expr, fresh: Callable[[str], str]) -> Expr:
+    """Fig. fig:api: ``onehot[tensor n] x`` — the tensor (2n) that is 1 on the diagonal of
+    the hypercube over the *stored* entries of ``x``:
+
+        onehot[real] x ≜ 1
+        onehot[tensor n] x ≜ sum(<i_1,v_2> in x) {i_1 -> ... sum(<i_n,_> in v_n)
+                                 {i_n -> {i_1 -> ... {i_n -> 1} ...}} ...}
+    """
+    n = 0
+    leaf = t
+    while isinstance(leaf, DictT):
+        leaf, n = leaf.val, n + 1
+    if not isinstance(leaf, RealT):
+        raise ParseError(f"onehot[{t}] is not defined: onehot needs a real tensor type")
+    if n == 0:
+        return RealConst(1.0)
+    keys = [fresh("i") for _ in range(n)]
+    diagonal: Expr = RealConst(1.0)
+    for i in reversed(keys):
+        diagonal = Single(Var(i), diagonal)
+
+    def nest(level: int, src: Expr) -> Expr:
+        if level == n:
+            return diagonal
+        v = fresh("v") if level < n - 1 else "_"
+        inner = nest(level + 1, Var(v)) if v != "_" else nest(level + 1, src)
+        return Sum(keys[level], v, src, Single(Var(keys[level]), inner))
+
+    return nest(0, x)

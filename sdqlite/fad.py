@@ -1,0 +1,179 @@
+"""Forward-mode AD: tensorized FAD ``D_τ[e]`` (Fig. fig:diffrules) and scalar FAD
+``F[e] = D_real[e]`` (Fig. fig:forward_diffrules).
+
+There are no pairs: the tangent of a variable ``x`` is the variable ``x'`` next to it
+(or ``x''``, ... when the program already uses ``x'``), and ``D_τ[e]`` refers to the
+primal variables of the program for primal values.  Types:
+
+    D_τ[D] = D ⊗ τ,   D_τ[int] = D_τ[bool] = real,   D_τ[Γ, x : T] = D_τ[Γ], x : T, x' : D_τ[T]
+
+The input is an elaborated program (from the type checker) of Logical SDQLite; every
+expression of a discrete type (int, bool) has tangent ``0``.  Run ANF first to share
+primal work (``sdqlite.anf``); the rules are correct on any program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import assert_never
+
+from sdqlite import sugar
+from sdqlite.ast import (
+    Add,
+    ArrayLit,
+    BoolConst,
+    Empty,
+    Eq,
+    Expr,
+    If,
+    IntConst,
+    Let,
+    Lookup,
+    Mul,
+    Not,
+    Range,
+    RealConst,
+    Single,
+    SubArray,
+    Sum,
+    Unique,
+    UnOp,
+    Var,
+)
+from sdqlite.errors import SDQLiteError
+from sdqlite.names import NameSupply, names_in
+from sdqlite.ops import UNARY_OPS
+from sdqlite.typecheck import Ctx, synth
+from sdqlite.types import INT, REAL, BoolT, DictT, IntT, RealT, Type, order, otimes, scalar_of
+
+
+class DiffError(SDQLiteError):
+    """A program outside the differentiable fragment (Logical SDQLite)."""
+
+
+def tangent_type(t: Type, tau: Type) -> Type:
+    """D_τ[T] (Fig. fig:diffrules, on types)."""
+    match t:
+        case IntT() | BoolT():
+            return REAL
+        case RealT() | DictT():
+            out = otimes(t, tau) if scalar_of(t) == REAL else None
+            if out is None:
+                raise DiffError(f"no tangent type for {t}: only real tensors are differentiable")
+            return out
+        case _:
+            assert_never(t)
+
+
+def tangent_context(ctx: Ctx, tau: Type, tangents: Mapping[str, str]) -> dict[str, Type]:
+    """D_τ[Γ]: each input next to its tangent."""
+    out = dict(ctx)
+    for x, t in ctx.items():
+        out[tangents[x]] = tangent_type(t, tau)
+    return out
+
+
+def is_discrete(t: Type) -> bool:
+    return isinstance(t, IntT | BoolT)
+
+
+class Differentiator:
+    """D_τ[-] for one program: a name supply and the primal context for types."""
+
+    def __init__(self, tau: Type, names: NameSupply) -> None:
+        if not (tau == REAL or (isinstance(tau, DictT) and scalar_of(tau) == REAL)):
+            raise DiffError(f"τ must be a real tensor type, found {tau}")
+        self.tau = tau
+        self.names = names
+
+    def d(self, e: Expr, ctx: Ctx, tan: Mapping[str, str]) -> Expr:
+        """D_τ[e] where ctx ⊢ e and ``tan`` names the tangent of each variable."""
+        _, t = synth(ctx, e)
+        if is_discrete(t):  # Fig. forward_diffrules: discrete types have tangent 0
+            return RealConst(0.0)
+        match e:
+            case Sum(k, v, dom, body):  # [sum]: let <k', v'> = <0, D[e1](k)> in D[e2]
+                _, dt = synth(ctx, dom)
+                assert isinstance(dt, DictT)
+                inner_ctx = {**ctx, **{x: s for x, s in ((k, INT), (v, dt.val)) if x != "_"}}
+                inner_tan = dict(tan)
+                out: Expr
+                if v != "_":
+                    inner_tan[v] = self.names.prime(v)
+                if k != "_":
+                    inner_tan[k] = self.names.prime(k)
+                out = self.d(body, inner_ctx, inner_tan)
+                if v != "_":
+                    out = Let(inner_tan[v], Lookup(self.d(dom, ctx, tan), Var(k) if k != "_"
+                                                   else _key_error(e)), out)
+                if k != "_":
+                    out = Let(inner_tan[k], RealConst(0.0), out)
+                return Sum(k, v, dom, out)
+            case Let(x, rhs, body):  # [let]: let <x, x'> = <e1, D[e1]> in D[e2]
+                _, rt = synth(ctx, rhs)
+                xt = self.names.prime(x)
+                drhs = self.d(rhs, ctx, tan)
+                return Let(x, rhs, Let(xt, drhs, self.d(body, {**ctx, x: rt}, {**tan, x: xt})))
+            case If(c, body):  # [if]
+                return If(c, self.d(body, ctx, tan))
+            case Lookup(dd, k):  # [lookup]: D[e1](e2)
+                return Lookup(self.d(dd, ctx, tan), k)
+            case Single(k, v):  # [singleton]: {e1 -> D[e2]}
+                return Single(k, self.d(v, ctx, tan))
+            case Mul(a, b):  # [mult]: e1 * D[e2] + D[e1] *^T[τ] e2
+                _, ta = synth(ctx, a)
+                _, tb = synth(ctx, b)
+                return Add(Mul(a, self.d(b, ctx, tan)),
+                           self.times_t(self.d(a, ctx, tan), b, order(ta), order(tb)))
+            case Add(a, b):  # [add]
+                return Add(self.d(a, ctx, tan), self.d(b, ctx, tan))
+            case UnOp(op, a):  # [op]: op'(e) * D[e]
+                return Mul(UNARY_OPS[op].derivative(a), self.d(a, ctx, tan))
+            case Var(x):  # [var]
+                return Var(tan[x])
+            case RealConst():  # [real]: zero[τ]
+                return sugar.zero(self.tau)
+            case Empty(ty):  # zero[D] is a constant: zero[D ⊗ τ]
+                assert ty is not None, "FAD needs an elaborated program"
+                return sugar.zero(tangent_type(ty, self.tau))
+            case IntConst() | BoolConst() | Not() | Eq() | Unique():  # discrete, above
+                raise AssertionError("unreachable: discrete constructs have tangent 0")
+            case Range() | SubArray() | ArrayLit():
+                raise DiffError("cannot differentiate a Physical SDQLite construct: "
+                                "differentiation works on Logical SDQLite", e.span)
+            case _:
+                assert_never(e)
+
+    def times_t(self, da: Expr, b: Expr, m: int, mb: int) -> Expr:
+        """``da *^T[τ] b`` (Fig. fig:diffrules) for ``da : tensor (m + n)``, ``τ = tensor n``
+        and ``b : tensor mb``: the product with τ's indices moved last.  ``*^T[real]`` is
+        ``*``, and so is a product by a scalar ``b``."""
+        if self.tau == REAL or mb == 0:
+            return Mul(da, b)
+        if m == 0:
+            return Mul(b, da)
+        keys = [self.names.fresh("i") for _ in range(m)]
+        ones: Expr = RealConst(1.0)
+        for i in reversed(keys):
+            ones = Single(Var(i), ones)
+
+        def nest(level: int, src: Expr) -> Expr:
+            if level == m:  # src is the τ-part of da
+                return Mul(Mul(ones, b), src)
+            r = self.names.fresh("r")
+            return Sum(keys[level], r, src, nest(level + 1, Var(r)))
+
+        return nest(0, da)
+
+
+def _key_error(e: Expr) -> Expr:
+    raise DiffError("a sum whose key is `_` cannot be differentiated; name the key", e.span)
+
+
+def fad(e: Expr, ctx: Ctx, tau: Type = REAL, tangents: Mapping[str, str] | None = None,
+        names: NameSupply | None = None) -> tuple[Expr, dict[str, str]]:
+    """D_τ[e] for an elaborated ``ctx ⊢ e``; returns it with the tangent name of each input
+    (``x'`` unless taken).  ``F[e]`` is ``fad(e, ctx)`` (τ = real)."""
+    names = names or NameSupply(names_in(e) | set(ctx))
+    tan = dict(tangents) if tangents is not None else {x: names.prime(x) for x in sorted(ctx)}
+    return Differentiator(tau, names).d(e, ctx, tan), tan

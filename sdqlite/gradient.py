@@ -1,0 +1,70 @@
+"""The gradient API of Fig. fig:api, expanded into core SDQLite.
+
+    gradient e (x : τ) ≜ let <v1', ..., vn'> = <ingrad v1 x, ..., ingrad vn x> in D_τ[e]
+                         where {v1, ..., vn} = FVS(e)
+    ingrad (v : D) x ≜ zero[D ⊗ τ]       ingrad (x : D) x ≜ onehot[D] x
+
+(The paper writes ``zero[D]`` for ``ingrad``; ``D ⊗ τ`` is the type that makes the
+expansion well typed, and equals ``D`` for τ = real.)  The result has type ``T ⊗ τ``:
+output indices first, then those of ``x``.
+
+Which entries a gradient covers follows the variable's type (DESIGN.md): ``onehot``
+iterates the stored entries of ``x``, so for a sparse ``{int -> ...}`` variable the
+gradient is *masked* to its non-zero entries.  Differentiating with respect to a dense
+``{dense_int -> ...}`` variable is not supported yet (see ``DiffError``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sdqlite import sugar
+from sdqlite.ast import Expr, Let, RealConst, Var, free_vars
+from sdqlite.fad import DiffError, fad, is_discrete, tangent_type
+from sdqlite.names import NameSupply, names_in
+from sdqlite.typecheck import Ctx
+from sdqlite.types import DictT, Type
+
+
+def wrt_type(ctx: Ctx, x: str) -> Type:
+    if x not in ctx:
+        raise DiffError(f"cannot differentiate with respect to {x}: it is not an input "
+                        f"(inputs: {', '.join(sorted(ctx)) or 'none'})")
+    tau = ctx[x]
+    t: Type = tau
+    while isinstance(t, DictT):
+        if t.dense:
+            raise DiffError(f"differentiating with respect to the dense array {x} : {tau} "
+                            "is not supported yet; declare it {int -> ...}")
+        t = t.val
+    if is_discrete(tau) or is_discrete(t):
+        raise DiffError(f"cannot differentiate with respect to {x} : {tau}: it is discrete")
+    return tau
+
+
+def gradient(e: Expr, x: str, ctx: Ctx) -> Expr:
+    """``gradient e x`` for an elaborated ``ctx ⊢ e``, expanded into core SDQLite."""
+    tau = wrt_type(ctx, x)
+    names = NameSupply(names_in(e) | set(ctx))
+    fvs = sorted(free_vars(e))
+    tangents = {v: names.prime(v) for v in fvs}
+    body, _ = fad(e, {v: ctx[v] for v in fvs}, tau, tangents, names)
+    for v in reversed(fvs):
+        body = Let(tangents[v], ingrad(v, x, ctx[v], tau, names), body)
+    return body
+
+
+def ingrad(v: str, x: str, t: Type, tau: Type, names: NameSupply) -> Expr:
+    """Fig. fig:api: the seed tangent of input ``v``."""
+    if v == x:
+        return sugar.onehot(t, Var(x), names.fresh)
+    if is_discrete(t):
+        return RealConst(0.0)
+    return sugar.zero(tangent_type(t, tau))
+
+
+def jvp(e: Expr, ctx: Ctx, tangents: Mapping[str, str] | None = None
+        ) -> tuple[Expr, dict[str, str]]:
+    """``F[e]``: the directional derivative, reading the tangent of each input ``x`` from
+    the variable ``x'`` (or the name given in ``tangents``)."""
+    return fad(e, ctx, tangents=tangents)

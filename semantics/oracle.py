@@ -1,0 +1,120 @@
+"""The oracle: the interpreter run on sympy symbols, differentiated by ``sympy.diff``.
+
+Nothing here knows about AD.  ``jacobian(e, Γ, ρ, x)`` puts a symbol in place of every
+*stored* real entry of the input ``x`` (the support is fixed by the concrete input, as the
+paper's differentials are over tensors of fixed shape), evaluates ``e`` symbolically, and
+differentiates every output entry by every symbol.  The result is a value of type
+``T ⊗ τ``: output indices first, then those of ``x`` — the layout of ``gradient e x``.
+
+``finite_jacobian`` computes the same by central finite differences: an independent,
+numeric check of the oracle itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from fractions import Fraction
+from typing import Any
+
+import sympy
+
+from sdqlite.ast import Expr
+from sdqlite.types import DictT, RealT, Type
+from semantics.interp import evaluate
+from semantics.values import FLOAT, DenseArray, Value, add, dense, single, sympy_field
+
+Path = tuple[int, ...]
+
+
+def real_leaves(v: Value, t: Type, path: Path = ()) -> Iterator[tuple[Path, Any]]:
+    """The real scalars of ``v : t`` with the keys leading to them."""
+    match t:
+        case RealT():
+            yield path, v
+        case DictT(val):
+            items = enumerate(v.items, v.start) if isinstance(v, DenseArray) else v.items()
+            for k, x in items:
+                yield from real_leaves(x, val, (*path, k))
+        case _:
+            return
+
+
+def map_real_leaves(v: Value, t: Type, f: Callable[[Path, Any], Any], path: Path = ()) -> Value:
+    match t:
+        case RealT():
+            return f(path, v)
+        case DictT(val):
+            if isinstance(v, DenseArray):
+                return dense([map_real_leaves(x, val, f, (*path, k))
+                              for k, x in enumerate(v.items, v.start)], v.start)
+            return {k: map_real_leaves(x, val, f, (*path, k)) for k, x in v.items()}
+        case _:
+            return v
+
+
+def to_sympy(x: Any) -> Any:
+    if isinstance(x, Fraction):
+        return sympy.Rational(x.numerator, x.denominator)
+    return sympy.Float(x) if isinstance(x, float) else x
+
+
+def from_sympy(x: Any) -> Any:
+    """An exact Fraction for a rational, else a float."""
+    if getattr(x, "is_Rational", False):
+        return Fraction(int(x.p), int(x.q))
+    return float(sympy.N(x, 30))
+
+
+def nested(path: Path, x: Value) -> Value:
+    """``{p1 -> ... {pn -> x}}``, canonical."""
+    for k in reversed(path):
+        x = single(k, x)
+    return x
+
+
+def symbolic_inputs(ctx: Mapping[str, Type], env: Mapping[str, Value], x: str
+                    ) -> tuple[dict[str, Value], dict[Path, Any], dict[Any, Any]]:
+    """ρ with the stored real entries of ``x`` replaced by symbols (other reals in sympy)."""
+    symbols: dict[Path, Any] = {}
+    point: dict[Any, Any] = {}
+
+    def sym(path: Path, value: Any) -> Any:
+        s = sympy.Symbol(f"{x}[{','.join(map(str, path))}]")
+        symbols[path] = s
+        point[s] = to_sympy(value)
+        return s
+
+    sym_env = {n: map_real_leaves(v, ctx[n], lambda _, r: to_sympy(r)) for n, v in env.items()}
+    sym_env[x] = map_real_leaves(env[x], ctx[x], sym)
+    return sym_env, symbols, point
+
+
+def jacobian(e: Expr, ctx: Mapping[str, Type], out: Type, env: Mapping[str, Value],
+             x: str) -> Value:
+    """∂⟦e⟧/∂x at ρ = env, as a value of type ``out ⊗ ctx[x]`` (exact where possible)."""
+    sym_env, symbols, point = symbolic_inputs(ctx, env, x)
+    result = evaluate(e, sym_env, sympy_field())
+    jac: Value = {} if isinstance(out, DictT) or isinstance(ctx[x], DictT) else Fraction(0)
+    for p, o in real_leaves(result, out):
+        for q, s in symbols.items():
+            d = sympy.diff(o, s).subs(point)
+            jac = add(jac, nested((*p, *q), from_sympy(d)))
+    return jac
+
+
+def finite_jacobian(e: Expr, ctx: Mapping[str, Type], out: Type, env: Mapping[str, Value],
+                    x: str, h: float = 1e-6) -> Value:
+    """∂⟦e⟧/∂x at env by central differences (floats), laid out like ``jacobian``."""
+    base = {n: map_real_leaves(v, ctx[n], lambda _, r: float(r)) for n, v in env.items()}
+    jac: Value = {} if isinstance(out, DictT) or isinstance(ctx[x], DictT) else 0.0
+    for q, _ in real_leaves(base[x], ctx[x]):
+        def at(delta: float, q: Path = q) -> dict[Path, Any]:
+            moved = map_real_leaves(base[x], ctx[x],
+                                    lambda path, r: r + delta if path == q else r)
+            return dict(real_leaves(evaluate(e, {**base, x: moved}, FLOAT), out))
+
+        plus, minus = at(h), at(-h)
+        for p in plus.keys() | minus.keys():
+            slope = (plus.get(p, 0.0) - minus.get(p, 0.0)) / (2 * h)
+            jac = add(jac, nested((*p, *q), slope))
+    return jac
