@@ -54,6 +54,23 @@ INPUT_TYPES: list[Type] = [REAL, SPARSE1, SPARSE2, INT, DENSE_REAL, DENSE_INT, D
 DOMAIN_TYPES: list[Type] = [SPARSE1, SPARSE2, DENSE_REAL, DENSE_INT, DictT(INT)]
 RESULT_TYPES: list[Type] = [REAL, SPARSE1, SPARSE2, INT, BOOL, DENSE_REAL, DENSE_INT]
 REALS = [1.5, -2.0, 0.5, 3.0, -0.25, 2.0]
+
+
+@dataclass(frozen=True)
+class Lang:
+    """Which fragment to generate: the types in play and whether Physical constructs
+    (ranges, sub-arrays, unique, array literals, dense arrays) may appear."""
+
+    inputs: list[Type]
+    domains: list[Type]
+    results: list[Type]
+    physical: bool
+
+
+PHYSICAL = Lang(INPUT_TYPES, DOMAIN_TYPES, RESULT_TYPES, physical=True)
+#: Logical SDQLite (Fig. fig:langs, upper half): what differentiation is defined on
+LOGICAL = Lang([REAL, SPARSE1, SPARSE2, INT], [SPARSE1, SPARSE2],
+               [REAL, SPARSE1, SPARSE2, INT, BOOL], physical=False)
 MAX_DEPTH = 4
 
 # Unary operations with an argument wrapper that keeps them inside their domain.
@@ -106,8 +123,9 @@ def values(t: Type, *, exact: bool = False, nonzero: bool = True) -> st.SearchSt
     match t:
         case RealT():
             if exact:
-                q = st.builds(Fraction, st.integers(-6, 6), st.integers(1, 4))
-                return q.filter(lambda x: x != 0) if nonzero else q
+                q = st.builds(lambda n, d, sign: Fraction(sign * n, d), st.integers(1, 6),
+                              st.integers(1, 4), st.sampled_from([1, -1]))
+                return q if nonzero else st.one_of(st.just(Fraction(0)), q)
             r = st.sampled_from([0.5, -1.25, 2.0, 1.5, -0.75, 3.0, 0.1])
             return r if nonzero else st.one_of(st.just(0.0), r)
         case IntT():
@@ -123,10 +141,12 @@ def values(t: Type, *, exact: bool = False, nonzero: bool = True) -> st.SearchSt
 
 
 @st.composite
-def contexts(draw: Draw, max_inputs: int = 3) -> Ctx:
+def contexts(draw: Draw, max_inputs: int = 3, lang: Lang = PHYSICAL) -> Ctx:
     n = draw(st.integers(1, max_inputs))
     names = ["x", "V1", "M", "s'", "y"]
-    return {names[i]: draw(st.sampled_from(INPUT_TYPES)) for i in range(n)}
+    real = [t for t in lang.inputs if t in (REAL, SPARSE1, SPARSE2)]  # one input is real
+    return {names[i]: draw(st.sampled_from(real if i == 0 else lang.inputs))
+            for i in range(n)}
 
 
 @st.composite
@@ -173,11 +193,16 @@ def _bind(ctx: Ctx, **binds: Type) -> Ctx:
     return {**ctx, **{x: t for x, t in binds.items() if x != "_"}}
 
 
-def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names) -> Expr:
+def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
+        lang: Lang = PHYSICAL) -> Expr:
     """An expression e with ctx ⊢ e : t (one production per construct)."""
     if depth <= 0:
         return _leaf(draw, ctx, t)
     d = depth - 1
+
+    def rec(ctx: Ctx, t: Type) -> Expr:  # a sub-expression, one level down
+        return gen(draw, ctx, t, d, names, lang)
+
     options: list[str] = ["leaf", "let"]  # "leaf" first: shrinking goes there
     if is_semiring(t):
         options += ["if", "sum", "sum", "lookup", "add", "mul", "mul"]
@@ -185,70 +210,95 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names) -> Expr:
         case RealT():
             options += ["unop"]
         case IntT():
-            options += ["unique"]
+            options += ["unique"] if lang.physical else []
         case BoolT():
             options += ["eq", "not"]
         case DictT(_, False):
             options += ["single"]
         case DictT(_, True):
             options += ["subarray"] + (["range"] if t == DENSE_INT else [])
+    if _projectable(ctx, t):
+        options += ["project", "project"]
     choice = draw(st.sampled_from(options))
     match choice:
         case "leaf":
             return _leaf(draw, ctx, t)
         case "let":  # let x = e1 in e2
-            s = draw(st.sampled_from(RESULT_TYPES))
+            s = draw(st.sampled_from(lang.results))
             x = names.fresh(draw, "t")
-            rhs = gen(draw, ctx, s, d, names)
-            return Let(x, rhs, gen(draw, _bind(ctx, **{x: s}), t, d, names))
+            rhs = rec(ctx, s)
+            return Let(x, rhs, rec(_bind(ctx, **{x: s}), t))
         case "if":  # if c then e
-            return If(gen(draw, ctx, BOOL, d, names), gen(draw, ctx, t, d, names))
+            return If(rec(ctx, BOOL), rec(ctx, t))
         case "sum":  # sum(<k,v> in e1) e2
-            dom_t = draw(st.sampled_from(DOMAIN_TYPES))
+            dom_t = draw(st.sampled_from(lang.domains))
             assert isinstance(dom_t, DictT)
             k = "_" if draw(st.integers(0, 5)) == 0 else names.fresh(draw, "k")
             v = "_" if draw(st.integers(0, 5)) == 0 else names.fresh(draw, "v")
-            dom = gen(draw, ctx, dom_t, d, names)
-            return Sum(k, v, dom, gen(draw, _bind(ctx, **{k: INT, v: dom_t.val}), t, d, names))
+            dom = rec(ctx, dom_t)
+            return Sum(k, v, dom, rec(_bind(ctx, **{k: INT, v: dom_t.val}), t))
         case "lookup":  # e1(e2)
-            dense_dict = draw(st.booleans())
-            return Lookup(gen(draw, ctx, DictT(t, dense_dict), d, names),
-                          gen(draw, ctx, INT, d, names))
+            dense_dict = lang.physical and draw(st.booleans())
+            return Lookup(rec(ctx, DictT(t, dense_dict)),
+                          rec(ctx, INT))
         case "add":
-            return Add(gen(draw, ctx, t, d, names), gen(draw, ctx, t, d, names))
+            return Add(rec(ctx, t), rec(ctx, t))
         case "mul":  # e1 * e2 : D1 ⊗ D2
             t1, t2 = draw(st.sampled_from(splits(t)))
-            return Mul(gen(draw, ctx, t1, d, names), gen(draw, ctx, t2, d, names))
+            return Mul(rec(ctx, t1), rec(ctx, t2))
         case "unop":
             op = draw(st.sampled_from(sorted(OP_ARGS)))
-            return UnOp(op, OP_ARGS[op](gen(draw, ctx, REAL, d, names)))
+            return UnOp(op, OP_ARGS[op](rec(ctx, REAL)))
         case "unique":
-            return Unique(gen(draw, ctx, INT, d, names))
+            return Unique(rec(ctx, INT))
         case "eq":
             s = draw(st.sampled_from([INT, BOOL]))
-            return Eq(gen(draw, ctx, s, d, names), gen(draw, ctx, s, d, names))
+            return Eq(rec(ctx, s), rec(ctx, s))
         case "not":
-            return Not(gen(draw, ctx, BOOL, d, names))
+            return Not(rec(ctx, BOOL))
         case "single":  # {e1 -> e2}
             assert isinstance(t, DictT)
-            return Single(gen(draw, ctx, INT, d, names), gen(draw, ctx, t.val, d, names))
+            return Single(rec(ctx, INT), rec(ctx, t.val))
         case "subarray":  # e(lo:hi), small
             lo = draw(st.integers(0, 2))
-            return SubArray(gen(draw, ctx, t, d, names), IntConst(lo),
+            return SubArray(rec(ctx, t), IntConst(lo),
                             IntConst(lo + draw(st.integers(0, 3))))
+        case "project":  # sum(<k,v> in X) ... v : an input of a larger type, summed down to t
+            x = draw(st.sampled_from(_projectable(ctx, t)))
+            return _project(Var(x), ctx[x], t, names, draw)
         case "range":  # (lo:hi), small
             return Range(_small_int(draw), _small_int(draw, 2))
     raise AssertionError(choice)
 
 
+def _projectable(ctx: Ctx, t: Type) -> list[str]:
+    """Inputs of type {int -> ... {int -> t}} (sparse), that a sum can bring down to t."""
+    out = []
+    for x, s in ctx.items():
+        while isinstance(s, DictT) and not s.dense:
+            s = s.val
+            if s == t and is_semiring(t):
+                out.append(x)
+                break
+    return sorted(out)
+
+
+def _project(e: Expr, s: Type, t: Type, names: Names, draw: Draw) -> Expr:
+    if s == t:
+        return e
+    assert isinstance(s, DictT)
+    k, v = names.fresh(draw, "k"), names.fresh(draw, "v")
+    return Sum(k, v, e, _project(Var(v), s.val, t, names, draw))
+
+
 @st.composite
 def programs(draw: Draw, ctx: Ctx | None = None, type: Type | None = None,
-             max_depth: int = MAX_DEPTH) -> Generated:
-    """A well-typed program Γ ⊢ e : T."""
-    ctx = draw(contexts()) if ctx is None else ctx
-    t = draw(st.sampled_from(RESULT_TYPES)) if type is None else type
+             max_depth: int = MAX_DEPTH, lang: Lang = PHYSICAL) -> Generated:
+    """A well-typed program Γ ⊢ e : T (of Logical SDQLite with ``lang=LOGICAL``)."""
+    ctx = draw(contexts(lang=lang)) if ctx is None else ctx
+    t = draw(st.sampled_from(lang.results)) if type is None else type
     depth = draw(st.integers(min(2, max_depth), max_depth))
-    return Generated(ctx, gen(draw, ctx, t, depth, Names()), t)
+    return Generated(ctx, gen(draw, ctx, t, depth, Names(), lang), t)
 
 
 # ---- ill-typed programs -----------------------------------------------------------------
@@ -327,3 +377,16 @@ def programs_with_env(draw: Draw, exact: bool = False) -> tuple[Generated, dict[
     """A well-typed program and values for its inputs."""
     g = draw(programs())
     return g, draw(environments(g.ctx, exact=exact))
+
+
+@st.composite
+def seeds(draw: Draw, x_value: Value, x_type: Type, tau: Type) -> Value:
+    """A seed tensor of type ``x_type ⊗ tau`` supported on the stored entries of ``x``
+    (directions keep the input's shape, as the paper's differentials do)."""
+    from semantics.oracle import nested, real_leaves
+    from semantics.values import add
+
+    acc: Value = {} if isinstance(x_type, DictT) or isinstance(tau, DictT) else Fraction(0)
+    for q, _ in real_leaves(x_value, x_type):
+        acc = add(acc, nested(q, draw(values(tau, exact=True))))
+    return acc

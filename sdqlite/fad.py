@@ -93,6 +93,8 @@ class Differentiator:
             return RealConst(0.0)
         match e:
             case Sum(k, v, dom, body):  # [sum]: let <k', v'> = <0, D[e1](k)> in D[e2]
+                if k == "_" and v != "_":  # v' = D[e1](k) needs the key: name it
+                    k = self.names.fresh("k")
                 _, dt = synth(ctx, dom)
                 assert isinstance(dt, DictT)
                 inner_ctx = {**ctx, **{x: s for x, s in ((k, INT), (v, dt.val)) if x != "_"}}
@@ -104,8 +106,7 @@ class Differentiator:
                     inner_tan[k] = self.names.prime(k)
                 out = self.d(body, inner_ctx, inner_tan)
                 if v != "_":
-                    out = Let(inner_tan[v], Lookup(self.d(dom, ctx, tan), Var(k) if k != "_"
-                                                   else _key_error(e)), out)
+                    out = Let(inner_tan[v], Lookup(self.d(dom, ctx, tan), Var(k)), out)
                 if k != "_":
                     out = Let(inner_tan[k], RealConst(0.0), out)
                 return Sum(k, v, dom, out)
@@ -164,10 +165,6 @@ class Differentiator:
             return Sum(keys[level], r, src, nest(level + 1, Var(r)))
 
         return nest(0, da)
-
-
-def _key_error(e: Expr) -> Expr:
-    raise DiffError("a sum whose key is `_` cannot be differentiated; name the key", e.span)
 
 
 def fad(e: Expr, ctx: Ctx, tau: Type = REAL, tangents: Mapping[str, str] | None = None,

@@ -118,3 +118,45 @@ def finite_jacobian(e: Expr, ctx: Mapping[str, Type], out: Type, env: Mapping[st
             slope = (plus.get(p, 0.0) - minus.get(p, 0.0)) / (2 * h)
             jac = add(jac, nested((*p, *q), slope))
     return jac
+
+
+def directional(e: Expr, ctx: Mapping[str, Type], out: Type, env: Mapping[str, Value],
+                dirs: Mapping[str, Value]) -> Value:
+    """J · v: d/dt ⟦e⟧(ρ + t·v) at t = 0, for a direction ``dirs[x]`` on each real input
+    (read at the stored entries of ``x``: its support is fixed)."""
+    t = sympy.Symbol("t")
+    sym_env: dict[str, Value] = {}
+    for name, value in env.items():
+        v_leaves: dict[Path, Any] = (dict(real_leaves(dirs[name], ctx[name])) if name in dirs
+                                     else {})
+
+        def moved(p: Path, r: Any, vl: dict[Path, Any] = v_leaves) -> Any:
+            return to_sympy(r) + t * to_sympy(vl.get(p, Fraction(0)))
+
+        sym_env[name] = map_real_leaves(value, ctx[name], moved)
+    result = evaluate(e, sym_env, sympy_field())
+    if not isinstance(out, RealT | DictT):
+        return Fraction(0)  # a discrete output: the derivative is 0
+    return map_canonical(result, out, lambda o: from_sympy(sympy.diff(o, t).subs(t, 0)))
+
+
+def map_canonical(v: Value, t: Type, f: Callable[[Any], Any]) -> Value:
+    """Apply ``f`` to the real leaves of ``v`` and drop the entries that become zero."""
+    acc: Value = {} if isinstance(t, DictT) else Fraction(0)
+    for p, x in real_leaves(v, t):
+        acc = add(acc, nested(p, f(x)))
+    return acc
+
+
+def contract(jac: Value, jac_type: Type, out_order: int, seed: Value, seed_type: Type,
+             x_order: int, result_type: Type) -> Value:
+    """Σ_q J[p, q] · S[q, r]: the Jacobian ``J : T ⊗ τ_x`` (``T`` of order ``out_order``)
+    applied to a seed ``S : τ_x ⊗ τ`` (``τ_x`` of order ``x_order``), of type ``T ⊗ τ``."""
+    by_q: dict[Path, list[tuple[Path, Any]]] = {}
+    for qr, s in real_leaves(seed, seed_type):
+        by_q.setdefault(qr[:x_order], []).append((qr[x_order:], s))
+    acc: Value = {} if isinstance(result_type, DictT) else Fraction(0)
+    for pq, j in real_leaves(jac, jac_type):
+        for r, s in by_q.get(pq[out_order:], []):
+            acc = add(acc, nested((*pq[:out_order], *r), j * s))
+    return acc
