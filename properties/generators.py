@@ -25,6 +25,7 @@ from sdqlite.ast import (
     Empty,
     Eq,
     Expr,
+    Gradient,
     If,
     IntConst,
     Let,
@@ -219,6 +220,8 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
             options += ["subarray"] + (["range"] if t == DENSE_INT else [])
     if _projectable(ctx, t):
         options += ["project", "project"]
+    if _gradient_splits(ctx, t):
+        options += ["gradient"]
     choice = draw(st.sampled_from(options))
     match choice:
         case "leaf":
@@ -266,6 +269,9 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
         case "project":  # sum(<k,v> in X) ... v : an input of a larger type, summed down to t
             x = draw(st.sampled_from(_projectable(ctx, t)))
             return _project(Var(x), ctx[x], t, names, draw)
+        case "gradient":  # gradient e x : T ⊗ τ_x, e of Logical SDQLite
+            x, body_t = draw(st.sampled_from(_gradient_splits(ctx, t)))
+            return Gradient(gen(draw, ctx, body_t, d, names, LOGICAL), x)
         case "range":  # (lo:hi), small
             return Range(_small_int(draw), _small_int(draw, 2))
     raise AssertionError(choice)
@@ -281,6 +287,13 @@ def _projectable(ctx: Ctx, t: Type) -> list[str]:
                 out.append(x)
                 break
     return sorted(out)
+
+
+def _gradient_splits(ctx: Ctx, t: Type) -> list[tuple[str, Type]]:
+    """(x, T) with x a real tensor input and T ⊗ type(x) = t."""
+    real = (REAL, SPARSE1, SPARSE2)
+    return [(x, body_t) for x in sorted(ctx) if ctx[x] in real
+            for body_t, tau in splits(t) if tau == ctx[x] and body_t in real]
 
 
 def _project(e: Expr, s: Type, t: Type, names: Names, draw: Draw) -> Expr:

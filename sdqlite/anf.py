@@ -21,6 +21,7 @@ from sdqlite.ast import (
     Empty,
     Eq,
     Expr,
+    Gradient,
     If,
     IntConst,
     Let,
@@ -122,5 +123,7 @@ def _rhs(e: Expr, binds: Bindings, ns: NameSupply) -> Expr:
             return ArrayLit(tuple(a(x) for x in elems), span=span, ty=ty)
         case Var() | IntConst() | RealConst() | BoolConst() | Empty():
             return e
+        case Gradient():
+            raise AssertionError("ANF needs an elaborated program (gradient is expanded)")
         case _:
             assert_never(e)

@@ -209,9 +209,23 @@ class ArrayLit:
     ty: Type | None = _elab()  # elaboration: the element type (needed for ``[]``)
 
 
+# ---- the gradient API ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Gradient:
+    """``gradient e x`` (Fig. fig:api).  Its expansion needs types (the free variables of
+    ``e`` and their types), so the type checker expands it while elaborating; elaborated
+    programs never contain it."""
+
+    expr: Expr
+    var: str
+    span: Span | None = _span()
+
+
 Expr = (
     Var | IntConst | RealConst | BoolConst | Sum | Single | Empty | Lookup | Let | Not | If
-    | Add | Mul | Eq | UnOp | Range | SubArray | Unique | ArrayLit
+    | Add | Mul | Eq | UnOp | Range | SubArray | Unique | ArrayLit | Gradient
 )
 
 
@@ -235,7 +249,7 @@ def children(e: Expr) -> Iterator[Expr]:
         case If(c, body):
             yield c
             yield body
-        case Not(a) | UnOp(_, a) | Unique(a):
+        case Not(a) | UnOp(_, a) | Unique(a) | Gradient(a):
             yield a
         case SubArray(arr, lo, hi):
             yield arr
@@ -263,6 +277,8 @@ def free_vars(e: Expr) -> frozenset[str]:
             return free_vars(dom) | (free_vars(body) - {k, v})
         case Let(x, rhs, body):
             return free_vars(rhs) | (free_vars(body) - {x})
+        case Gradient(a, x):
+            return free_vars(a) | {x}
         case _:
             out: frozenset[str] = frozenset()
             for c in children(e):

@@ -7,8 +7,11 @@ primal variables of the program for primal values.  Types:
 
     D_τ[D] = D ⊗ τ,   D_τ[int] = D_τ[bool] = real,   D_τ[Γ, x : T] = D_τ[Γ], x : T, x' : D_τ[T]
 
-The input is an elaborated program (from the type checker) of Logical SDQLite; every
-expression of a discrete type (int, bool) has tangent ``0``.  Run ANF first to share
+The input is an elaborated program (from the type checker).  Every expression of a
+discrete type has tangent ``0``; discrete means a scalar field of int or bool, so index
+arrays such as ``{dense_int -> int}`` (Physical SDQLite) are discrete too.  The Physical
+constructs on reals differentiate structurally: ``D[arr(lo:hi)] = D[arr](lo:hi)``,
+``D[[e0, ...]] = [D[e0], ...]``, ``D[unique(e)] = unique(D[e])``.  Run ANF first to share
 primal work (``sdqlite.anf``); the rules are correct on any program.
 """
 
@@ -25,6 +28,7 @@ from sdqlite.ast import (
     Empty,
     Eq,
     Expr,
+    Gradient,
     If,
     IntConst,
     Let,
@@ -44,7 +48,7 @@ from sdqlite.errors import SDQLiteError
 from sdqlite.names import NameSupply, names_in
 from sdqlite.ops import UNARY_OPS
 from sdqlite.typecheck import Ctx, synth
-from sdqlite.types import INT, REAL, BoolT, DictT, IntT, RealT, Type, order, otimes, scalar_of
+from sdqlite.types import INT, REAL, BoolT, DictT, IntT, Type, order, otimes, scalar_of
 
 
 class DiffError(SDQLiteError):
@@ -52,17 +56,12 @@ class DiffError(SDQLiteError):
 
 
 def tangent_type(t: Type, tau: Type) -> Type:
-    """D_τ[T] (Fig. fig:diffrules, on types)."""
-    match t:
-        case IntT() | BoolT():
-            return REAL
-        case RealT() | DictT():
-            out = otimes(t, tau) if scalar_of(t) == REAL else None
-            if out is None:
-                raise DiffError(f"no tangent type for {t}: only real tensors are differentiable")
-            return out
-        case _:
-            assert_never(t)
+    """D_τ[T] (Fig. fig:diffrules, on types): ``T ⊗ τ``, and ``real`` for discrete T."""
+    if is_discrete(t):
+        return REAL
+    out = otimes(t, tau)
+    assert out is not None, (t, tau)
+    return out
 
 
 def tangent_context(ctx: Ctx, tau: Type, tangents: Mapping[str, str]) -> dict[str, Type]:
@@ -74,7 +73,8 @@ def tangent_context(ctx: Ctx, tau: Type, tangents: Mapping[str, str]) -> dict[st
 
 
 def is_discrete(t: Type) -> bool:
-    return isinstance(t, IntT | BoolT)
+    """int, bool, and dictionaries/arrays of them: their tangent is the real 0."""
+    return isinstance(scalar_of(t), IntT | BoolT)
 
 
 class Differentiator:
@@ -93,10 +93,10 @@ class Differentiator:
             return RealConst(0.0)
         match e:
             case Sum(k, v, dom, body):  # [sum]: let <k', v'> = <0, D[e1](k)> in D[e2]
-                if k == "_" and v != "_":  # v' = D[e1](k) needs the key: name it
-                    k = self.names.fresh("k")
                 _, dt = synth(ctx, dom)
                 assert isinstance(dt, DictT)
+                if k == "_" and v != "_" and not is_discrete(dt.val):  # D[e1](k) needs k
+                    k = self.names.fresh("k")
                 inner_ctx = {**ctx, **{x: s for x, s in ((k, INT), (v, dt.val)) if x != "_"}}
                 inner_tan = dict(tan)
                 out: Expr
@@ -106,7 +106,9 @@ class Differentiator:
                     inner_tan[k] = self.names.prime(k)
                 out = self.d(body, inner_ctx, inner_tan)
                 if v != "_":
-                    out = Let(inner_tan[v], Lookup(self.d(dom, ctx, tan), Var(k)), out)
+                    dv: Expr = (RealConst(0.0) if is_discrete(dt.val)
+                                else Lookup(self.d(dom, ctx, tan), Var(k)))
+                    out = Let(inner_tan[v], dv, out)
                 if k != "_":
                     out = Let(inner_tan[k], RealConst(0.0), out)
                 return Sum(k, v, dom, out)
@@ -137,11 +139,18 @@ class Differentiator:
             case Empty(ty):  # zero[D] is a constant: zero[D ⊗ τ]
                 assert ty is not None, "FAD needs an elaborated program"
                 return sugar.zero(tangent_type(ty, self.tau))
-            case IntConst() | BoolConst() | Not() | Eq() | Unique():  # discrete, above
+            case Unique(a):  # Physical: the identity
+                return Unique(self.d(a, ctx, tan))
+            case IntConst() | BoolConst() | Not() | Eq():  # discrete, above
                 raise AssertionError("unreachable: discrete constructs have tangent 0")
-            case Range() | SubArray() | ArrayLit():
-                raise DiffError("cannot differentiate a Physical SDQLite construct: "
-                                "differentiation works on Logical SDQLite", e.span)
+            case Gradient():
+                raise AssertionError("FAD needs an elaborated program (gradient is expanded)")
+            case SubArray(arr, lo, hi):  # Physical: D[arr](lo:hi)
+                return SubArray(self.d(arr, ctx, tan), lo, hi)
+            case ArrayLit(elems):  # Physical: [D[e0], ...]
+                return ArrayLit(tuple(self.d(x, ctx, tan) for x in elems))
+            case Range():  # an int array: discrete, above
+                raise AssertionError("unreachable: discrete constructs have tangent 0")
             case _:
                 assert_never(e)
 

@@ -22,6 +22,7 @@ from sdqlite.ast import (
     Empty,
     Eq,
     Expr,
+    Gradient,
     If,
     IntConst,
     Let,
@@ -37,6 +38,7 @@ from sdqlite.ast import (
     Var,
 )
 from sdqlite.errors import ParseError, Span
+from sdqlite.names import NameSupply, names_in
 from sdqlite.types import BOOL, INT, REAL, DictT, Type, otimes, tensor
 
 
@@ -170,6 +172,12 @@ class _ToAst(Transformer[Token, Any]):
 
     def zero(self, meta: Any, t: Type) -> Expr:
         return sugar.zero(t, _span(meta))
+
+    def onehot(self, meta: Any, t: Type, x: Expr) -> Expr:
+        return sugar.onehot(t, x, NameSupply(names_in(x)).fresh, _span(meta))
+
+    def gradient(self, meta: Any, e: Expr, x: Token) -> Expr:
+        return Gradient(e, str(x), span=_span(meta))
 
     # Physical SDQLite
     def range(self, meta: Any, lo: Expr, hi: Expr) -> Expr:

@@ -17,6 +17,7 @@ from sdqlite.ast import (
     Empty,
     Eq,
     Expr,
+    Gradient,
     If,
     IntConst,
     Let,
@@ -40,7 +41,7 @@ WIDTH = 80
 
 def _prec(e: Expr) -> int:
     match e:
-        case Sum() | Let() | If() | Not():
+        case Sum() | Let() | If() | Not() | Gradient():
             return OPEN
         case Eq():
             return EQ
@@ -163,5 +164,7 @@ def _render(e: Expr, ind: int, *, flat: bool) -> str:
             return f"unique({sub(a)})"
         case ArrayLit(elems):
             return "[" + ", ".join(sub(x) for x in elems) + "]"
+        case Gradient(body, x):
+            return f"gradient {op(body, POSTFIX)} {x}"
         case _:
             assert_never(e)

@@ -64,7 +64,7 @@ def zero(t: Type, span: Span | None = None) -> Expr:
             raise ParseError("zero[bool] is not defined: bool is not a semiring type", span)
 
 
-def onehot(t: Type, x: Expr, fresh: Callable[[str], str]) -> Expr:
+def onehot(t: Type, x: Expr, fresh: Callable[[str], str], span: Span | None = None) -> Expr:
     """Fig. fig:api: ``onehot[tensor n] x`` — the tensor (2n) that is 1 on the diagonal of
     the hypercube over the *stored* entries of ``x``:
 
@@ -77,7 +77,7 @@ def onehot(t: Type, x: Expr, fresh: Callable[[str], str]) -> Expr:
     while isinstance(leaf, DictT):
         leaf, n = leaf.val, n + 1
     if not isinstance(leaf, RealT):
-        raise ParseError(f"onehot[{t}] is not defined: onehot needs a real tensor type")
+        raise ParseError(f"onehot[{t}] is not defined: onehot needs a real tensor type", span)
     if n == 0:
         return RealConst(1.0)
     keys = [fresh("i") for _ in range(n)]

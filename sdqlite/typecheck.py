@@ -20,6 +20,7 @@ from sdqlite.ast import (
     Empty,
     Eq,
     Expr,
+    Gradient,
     If,
     IntConst,
     Let,
@@ -185,6 +186,25 @@ def synth(ctx: Ctx, e: Expr) -> tuple[Expr, Type]:
         case Unique(a):  # Physical, [unique]: the identity
             a2, t = synth(ctx, a)
             return Unique(a2, span=e.span), t
+        case Gradient(body, x):  # Fig. api: expanded here, where the types are known
+            from sdqlite.errors import SDQLiteError
+            from sdqlite.gradient import gradient
+
+            body2, _ = synth(ctx, body)
+            try:
+                expansion = gradient(body2, x, ctx)
+            except SDQLiteError as err:
+                raise SDQLTypeError(err.message, err.span or e.span) from None
+            return synth(ctx, expansion)
+        case Gradient(body, x):  # Fig. api: expanded here, where the types are known
+            from sdqlite.gradient import gradient
+
+            body2, _ = synth(ctx, body)
+            try:
+                expansion = gradient(body2, x, ctx)
+            except SDQLiteError as err:
+                raise SDQLTypeError(err.message, err.span or e.span) from None
+            return synth(ctx, expansion)
         case ArrayLit(elems):  # Physical, [array]
             if not elems:
                 raise SDQLTypeError("cannot infer the type of []; use it where its type "

@@ -11,7 +11,7 @@ from sdqlite.parser import parse_expr
 from sdqlite.printer import show
 
 DATA = Path(__file__).parent / "data" / "paper_listings.sdql"
-LATER = {10: "gradient API (issue: forward-mode AD)", 11: "gradient API"}
+LATER: dict[int, str] = {}
 NOT_SDQLITE = {26: "schematic: f(k,v) and g(k,v) are two-argument functions"}
 
 
