@@ -5,20 +5,32 @@ F[Γ] ⊢ F[e] : F[T].  The expansion of the gradient API is well typed too:
 Γ ⊢ gradient e x : T ⊗ τ_x for every real input x.
 """
 
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from properties.generators import LOGICAL, Generated, programs
+from properties.generators import LOGICAL, SPARSE1, SPARSE2, Generated, programs
 from sdqlite.anf import anf
+from sdqlite.ast import Empty, IntConst, Let, Lookup, RealConst, Sum
 from sdqlite.fad import fad, is_discrete, tangent_context, tangent_type
 from sdqlite.gradient import gradient
 from sdqlite.typecheck import typecheck
-from sdqlite.types import REAL, Type, otimes, tensor
+from sdqlite.types import INT, REAL, DictT, Type, otimes, tensor
 
 TAUS = [REAL, tensor(1), tensor(2)]
 
 
+# Shrunk: ANF let-binds an {int -> int} value, which had no tangent type (it is discrete).
+INT_DICT_BOUND = Generated(
+    {"x": SPARSE1},
+    Lookup(Empty(SPARSE1),
+           Lookup(Let("t1'", RealConst(1.5),
+                      Sum("_", "_", Empty(SPARSE2), Empty(DictT(INT)))), IntConst(0))),
+    SPARSE1)
+
+
 @given(programs(lang=LOGICAL), st.sampled_from(TAUS), st.booleans())
+@example(INT_DICT_BOUND, REAL, True)
+@example(INT_DICT_BOUND, tensor(1), False)
 def test_tangent_program_is_well_typed(g: Generated, tau: Type, use_anf: bool) -> None:
     elab, t = typecheck(g.expr, g.ctx)
     e = anf(elab) if use_anf else elab
