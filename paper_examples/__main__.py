@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from paper_examples.catalog import EXAMPLES, Example
+from paper_examples.differentiation import AD_EXAMPLES, report
 from sdqlite.errors import SDQLiteError, format_error
 from sdqlite.parser import parse_program
 from sdqlite.printer import show
@@ -48,10 +49,12 @@ def _short(text: str, limit: int = 300) -> str:
 
 def main(names: Sequence[str] = ()) -> int:
     chosen = [e for e in EXAMPLES if not names or e.name in names]
-    unknown = set(names) - {e.name for e in EXAMPLES}
+    chosen_ad = [e for e in AD_EXAMPLES if not names or e.name in names]
+    unknown = set(names) - {e.name for e in EXAMPLES} - {e.name for e in AD_EXAMPLES}
     if unknown:
-        print(f"unknown example(s): {', '.join(sorted(unknown))}; "
-              f"known: {', '.join(e.name for e in EXAMPLES)}", file=sys.stderr)
+        known = [e.name for e in EXAMPLES] + [e.name for e in AD_EXAMPLES]
+        print(f"unknown example(s): {', '.join(sorted(unknown))}; known: {', '.join(known)}",
+              file=sys.stderr)
         return 2
     failed = []
     for ex in chosen:
@@ -62,9 +65,14 @@ def main(names: Sequence[str] = ()) -> int:
             print(format_error(err, ex.path.read_text(encoding="utf-8"), str(ex.path)),
                   file=sys.stderr)
             failed.append(ex.name)
+    failed_ad = [ex.name for ex in chosen_ad if not report(ex)]
     print(f"{len(chosen) - len(failed)} of {len(chosen)} paper examples agree with "
           "their numpy/scipy expectations" + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
+    if chosen_ad:
+        print(f"{len(chosen_ad) - len(failed_ad)} of {len(chosen_ad)} differentiation examples "
+              "match the paper's listings and agree with the sympy oracle"
+              + (f"; failed: {', '.join(failed_ad)}" if failed_ad else ""))
+    return 1 if failed or failed_ad else 0
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from sdqlite.ast import free_vars
 from sdqlite.errors import DataError, SDQLiteError, format_error
 from sdqlite.parser import Program, parse_program
 from sdqlite.session import declared_types, read_input
@@ -62,6 +63,32 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_grad(args: argparse.Namespace) -> int:
+    from sdqlite.ast import Gradient
+    from sdqlite.printer import show
+    from semantics.display import show_value
+    from semantics.interp import evaluate
+    from semantics.run import check_program, context
+
+    text, _ = _source(args.file)
+    prog = parse_program(text)
+    inputs = _inputs(prog, args.input)
+    ctx = context(prog, inputs)
+    check_program(prog, ctx)  # report errors of the program itself first
+    assert prog.expr is not None
+    expanded, t = check_program(
+        Program(prog.decls, Gradient(prog.expr, args.wrt, span=prog.expr.span)), ctx)
+    if args.program:
+        print(show(expanded), file=sys.stderr)
+    missing = sorted(n for n in free_vars(expanded) if n not in inputs)
+    if missing:
+        raise DataError(f"no data for input {', '.join(missing)} (give --input NAME=PATH)")
+    print(show_value(evaluate(expanded, {n: i.value for n, i in inputs.items()})))
+    if args.type:
+        print(f": {t}", file=sys.stderr)
+    return 0
+
+
 def cmd_repl(args: argparse.Namespace) -> int:
     from sdqlite.repl import repl
 
@@ -93,6 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", "-i", **inp)  # type: ignore[arg-type]
     p.add_argument("--type", action="store_true", help="also print the type (on stderr)")
     p.set_defaults(run=cmd_eval)
+
+    p = sub.add_parser(
+        "grad", help="the gradient of a program w.r.t. an input (output indices first, then "
+                     "the input's); the value goes to stdout")
+    p.add_argument("file", help="source file ('-' for stdin)")
+    p.add_argument("--wrt", required=True, metavar="X", help="the input to differentiate by")
+    p.add_argument("--input", "-i", **inp)  # type: ignore[arg-type]
+    p.add_argument("--program", action="store_true",
+                   help="also print the expanded program (on stderr)")
+    p.add_argument("--type", action="store_true", help="also print the type (on stderr)")
+    p.set_defaults(run=cmd_grad)
 
     p = sub.add_parser("repl", help="the interactive read-eval-print loop")
     p.set_defaults(run=cmd_repl)

@@ -68,3 +68,40 @@ def rename(e: Expr, old: str, new: str) -> Expr:
                 elif f.name not in ("span", "ty") and hasattr(val, "span"):
                     changes[f.name] = rename(val, old, new)
             return replace(e, **changes) if changes else e
+
+
+def alpha_normal(e: Expr) -> Expr:
+    """``e`` up to renaming, for comparing a program with the paper's listing: bound
+    variables renamed ``b0, b1, ...`` in binding order, numeric literals as reals, and
+    ``{}`` without its elaborated type."""
+    from sdqlite.ast import Empty, IntConst, RealConst
+
+    counter = iter(range(1_000_000))
+
+    def go(e: Expr, env: dict[str, str]) -> Expr:
+        match e:
+            case Var(x):
+                return Var(env.get(x, x))
+            case IntConst(n):
+                return RealConst(float(n))
+            case Empty():
+                return Empty()
+            case Sum(k, v, dom, body):
+                k2, v2 = (f"b{next(counter)}" if k != "_" else "_",
+                          f"b{next(counter)}" if v != "_" else "_")
+                inner = {**env, **({k: k2} if k != "_" else {}), **({v: v2} if v != "_" else {})}
+                return Sum(k2, v2, go(dom, env), go(body, inner))
+            case Let(x, rhs, body):
+                x2 = f"b{next(counter)}"
+                return Let(x2, go(rhs, env), go(body, {**env, x: x2}))
+            case _:
+                changes: dict[str, Any] = {}
+                for f in fields(e):
+                    val = getattr(e, f.name)
+                    if isinstance(val, tuple):
+                        changes[f.name] = tuple(go(x, env) for x in val)
+                    elif f.name not in ("span", "ty") and hasattr(val, "span"):
+                        changes[f.name] = go(val, env)
+                return replace(e, **changes) if changes else e
+
+    return go(e, {})

@@ -6,11 +6,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sdqlite.ast import free_vars
+from sdqlite.anf import anf
+from sdqlite.ast import Expr, Gradient, free_vars
 from sdqlite.errors import DataError, SDQLiteError
+from sdqlite.fad import fad, tangent_context
 from sdqlite.parser import Decl, Program, parse_program
+from sdqlite.printer import show
 from sdqlite.typecheck import typecheck
-from sdqlite.types import Type
+from sdqlite.types import REAL, Type
 from semantics.convert import load
 from semantics.display import read_value, show_value
 from semantics.interp import evaluate
@@ -45,6 +48,9 @@ Enter an SDQLite expression to evaluate it, or a declaration `NAME : TYPE`.
   :input NAME = VALUE | PATH   bind an input to a literal value or a .npy/.mtx file
   :type EXPR                   show the type of an expression
   :load FILE                   read a source file (its declarations, then its expression)
+  :anf EXPR                    show the ANF of an expression (§5.1)
+  :fad EXPR                    show scalar forward mode F[e] of its ANF (tangents x')
+  :grad EXPR X                 expand `gradient EXPR X` (Fig. api), show it and its value
   :inputs                      list the declared inputs and their values
   :help                        this text
   :quit                        leave (also Ctrl-D)
@@ -76,10 +82,7 @@ class Session:
             case "help" | "h" | "?":
                 return HELP
             case "type" | "t":
-                expr = parse_program(arg).expr
-                if expr is None:
-                    raise DataError("usage: :type EXPR")
-                return str(typecheck(expr, self._ctx())[1])
+                return str(self._elaborate(arg, ":type EXPR")[1])
             case "input" | "i":
                 spec = arg.replace(" = ", "=", 1)
                 name, inp = read_input(spec, self.types.get(spec.partition("=")[0].strip()))
@@ -95,6 +98,23 @@ class Session:
                     raise DataError(f"{arg}: no such file")
                 self.source = path.read_text(encoding="utf-8")
                 return self.program(parse_program(self.source))
+            case "anf":
+                return show(anf(self._elaborate(arg, ":anf EXPR")[0]))
+            case "fad":
+                elab, t = self._elaborate(arg, ":fad EXPR")
+                ctx = self._ctx()
+                tangent, names = fad(anf(elab), ctx)
+                tan_ctx = tangent_context(ctx, REAL, names)
+                _, dt = typecheck(tangent, tan_ctx)
+                return f"{show(tangent)}\n  : {dt}"
+            case "grad" | "gradient":
+                body, _, x = arg.rstrip().rpartition(" ")
+                if not body.strip() or not x:
+                    raise DataError("usage: :grad EXPR X")
+                self.source = body
+                expr = self._parse(body, ":grad EXPR X")
+                expanded, t = typecheck(Gradient(expr, x, span=expr.span), self._ctx())
+                return f"{show(expanded)}\n{self._value(expanded, t)}"
             case "inputs":
                 lines = []
                 for n, t in sorted(self.types.items()):
@@ -111,13 +131,25 @@ class Session:
             out.append(f"{d.name} : {d.type}")
         if prog.expr is not None:
             elab, t = typecheck(prog.expr, self._ctx())
-            missing = sorted(n for n in free_vars(elab) if n not in self.inputs)
-            if missing:
-                raise DataError(f"no value for input {', '.join(missing)} "
-                                f"(bind it with :input NAME = VALUE)")
-            value = evaluate(elab, {n: i.value for n, i in self.inputs.items()})
-            out.append(f"{show_value(value)}\n  : {t}")
+            out.append(self._value(elab, t))
         return "\n".join(out)
+
+    def _value(self, elab: Expr, t: Type) -> str:
+        missing = sorted(n for n in free_vars(elab) if n not in self.inputs)
+        if missing:
+            raise DataError(f"no value for input {', '.join(missing)} "
+                            f"(bind it with :input NAME = VALUE)")
+        value = evaluate(elab, {n: i.value for n, i in self.inputs.items()})
+        return f"{show_value(value)}\n  : {t}"
+
+    def _parse(self, text: str, usage: str) -> Expr:
+        expr = parse_program(text).expr
+        if expr is None:
+            raise DataError(f"usage: {usage}")
+        return expr
+
+    def _elaborate(self, text: str, usage: str) -> tuple[Expr, Type]:
+        return typecheck(self._parse(text, usage), self._ctx())
 
     def _ctx(self) -> dict[str, Type]:
         return dict(self.types)

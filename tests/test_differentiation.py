@@ -1,0 +1,72 @@
+"""Differentiation from the user's side: fresh tangent names, F = D_real, the REPL's
+:anf/:fad/:grad, and `sdqlite grad`."""
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from sdqlite import parse_expr, typecheck
+from sdqlite.cli import main
+from sdqlite.errors import SDQLTypeError
+from sdqlite.fad import fad
+from sdqlite.gradient import jvp
+from sdqlite.session import Session
+from sdqlite.types import REAL, tensor
+from semantics.interp import evaluate
+from semantics.oracle import jacobian
+from semantics.values import FRACTION
+
+
+def test_tangent_names_do_not_capture_primed_user_names() -> None:
+    """x' is the user's own input here; the tangent of x must be another name."""
+    ctx = {"x": REAL, "x'": REAL}
+    e, t = typecheck(parse_expr("x * x' + sin(x)"), ctx)
+    d, names = fad(e, ctx)
+    assert names["x"] == "x''" and names["x'"] == "x'''"
+    d_elab, _ = typecheck(d, {**ctx, "x''": REAL, "x'''": REAL})
+    env = {"x": Fraction(1, 2), "x'": Fraction(3)}
+    got = evaluate(d_elab, {**env, "x''": Fraction(1), "x'''": Fraction(0)}, FRACTION)
+    assert abs(float(got) - float(jacobian(e, ctx, t, env, "x"))) < 1e-12
+
+
+def test_gradient_with_primed_inputs() -> None:
+    ctx = {"V": tensor(1), "V'": tensor(1)}
+    e, _ = typecheck(parse_expr("gradient (sum(<i, a> in V) a * V'(i)) V"), ctx)
+    env = {"V": {0: Fraction(2), 1: Fraction(3)}, "V'": {0: Fraction(5)}}
+    assert evaluate(e, env, FRACTION) == {0: Fraction(5)}
+
+
+def test_scalar_fad_is_tensorized_fad_at_real() -> None:
+    ctx = {"s": REAL, "V": tensor(1)}
+    e, _ = typecheck(parse_expr("sum(<i, a> in V) { i -> sin(a) * s } + 2.0 * V"), ctx)
+    assert jvp(e, ctx)[0] == fad(e, ctx, REAL)[0]
+
+
+def test_repl_differentiation_commands() -> None:
+    s = Session()
+    s.handle("s : real")
+    s.handle("V : {int -> real}")
+    s.handle(":input s = 2.0")
+    s.handle(":input V = {0 -> 1.0, 2 -> -3.0}")
+    assert s.handle(":anf s * V + V") == "let t1 = s * V in\nlet t2 = t1 + V in\nt2"
+    assert s.handle(":fad s * V").splitlines()[1] == "let t1' = s * V' + s' * V in"
+    out = s.handle(":grad s * V V").splitlines()
+    assert out[-2:] == ["{ 0 -> { 0 -> 2.0 }, 2 -> { 2 -> 2.0 } }",
+                        "  : {int -> {int -> real}}"]
+    with pytest.raises(SDQLTypeError, match="not an input"):
+        s.handle(":grad s * V q")
+
+
+def test_cli_grad(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "dot.sdql"
+    f.write_text("V1 : {int -> real}\nV2 : {int -> real}\nsum(<i, a> in V1) a * V2(i)\n")
+    args = ["grad", str(f), "--wrt", "V2", "-i", "V1={0 -> 2.0, 1 -> 3.0}",
+            "-i", "V2={0 -> 5.0, 1 -> 1.0, 4 -> 2.0}", "--program"]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    # masked to the stored entries of V2: index 4 has derivative V1(4) = 0
+    assert out.out.strip() == "{ 0 -> 2.0, 1 -> 3.0 }"
+    assert out.err.startswith("let V1' = zero[{int -> {int -> real}}] in")
+    assert main(["grad", str(f), "--wrt", "W", "-i", "V1={}", "-i", "V2={}"]) == 1
+    assert "cannot differentiate with respect to W" in capsys.readouterr().err
