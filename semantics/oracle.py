@@ -1,10 +1,17 @@
 """The oracle: the interpreter run on sympy symbols, differentiated by ``sympy.diff``.
 
 Nothing here knows about AD.  ``jacobian(e, Γ, ρ, x)`` puts a symbol in place of every
-*stored* real entry of the input ``x`` (the support is fixed by the concrete input, as the
-paper's differentials are over tensors of fixed shape), evaluates ``e`` symbolically, and
-differentiates every output entry by every symbol.  The result is a value of type
-``T ⊗ τ``: output indices first, then those of ``x`` — the layout of ``gradient e x``.
+*stored* real entry of every input (the support is fixed by the concrete input, as the
+paper's differentials are over tensors of fixed shape), evaluates ``e`` symbolically,
+differentiates every output entry by the symbols of ``x`` and substitutes the point.
+
+Why symbols for every input: on concrete numbers an intermediate entry can cancel to
+exactly zero (``2 + -2``) and be dropped, although its derivative is not zero; sparse AD
+then differentiates along the smaller support.  The paper's theorems are about generic
+points, where that does not happen, and a symbolic evaluation *is* the generic point.
+``evaluate_generic`` evaluates any program (e.g. ``F[e]``) the same way.  A Jacobian is a
+value of type ``T ⊗ τ``: output indices first, then those of ``x`` — the layout of
+``gradient e x``.
 
 ``finite_jacobian`` computes the same by central finite differences: an independent,
 numeric check of the oracle itself.
@@ -72,33 +79,48 @@ def nested(path: Path, x: Value) -> Value:
     return x
 
 
-def symbolic_inputs(ctx: Mapping[str, Type], env: Mapping[str, Value], x: str
-                    ) -> tuple[dict[str, Value], dict[Path, Any], dict[Any, Any]]:
-    """ρ with the stored real entries of ``x`` replaced by symbols (other reals in sympy)."""
-    symbols: dict[Path, Any] = {}
+def generic_inputs(ctx: Mapping[str, Type], env: Mapping[str, Value]
+                   ) -> tuple[dict[str, Value], dict[tuple[str, Path], Any], dict[Any, Any]]:
+    """ρ at a *generic point*: every stored real entry of every input becomes a symbol
+    (``V1[0,2]``), with the concrete entry as the point to substitute at the end.  On
+    symbols no sum cancels to zero by accident, so every dictionary keeps the support it
+    has near the point — the fixed shape the paper's differentials are taken over."""
+    symbols: dict[tuple[str, Path], Any] = {}
     point: dict[Any, Any] = {}
+    sym_env: dict[str, Value] = {}
+    for name, value in env.items():
+        def sym(path: Path, r: Any, name: str = name) -> Any:
+            s = sympy.Symbol(f"{name}[{','.join(map(str, path))}]")
+            symbols[(name, path)] = s
+            point[s] = to_sympy(r)
+            return s
 
-    def sym(path: Path, value: Any) -> Any:
-        s = sympy.Symbol(f"{x}[{','.join(map(str, path))}]")
-        symbols[path] = s
-        point[s] = to_sympy(value)
-        return s
-
-    sym_env = {n: map_real_leaves(v, ctx[n], lambda _, r: to_sympy(r)) for n, v in env.items()}
-    sym_env[x] = map_real_leaves(env[x], ctx[x], sym)
+        sym_env[name] = map_real_leaves(value, ctx[name], sym)
     return sym_env, symbols, point
+
+
+def evaluate_generic(e: Expr, ctx: Mapping[str, Type], out: Type,
+                     env: Mapping[str, Value]) -> Value:
+    """⟦e⟧ evaluated at a generic point and then substituted at ρ = env (exact)."""
+    sym_env, _, point = generic_inputs(ctx, env)
+    result = evaluate(e, sym_env, sympy_field())
+    if not isinstance(out, RealT | DictT):
+        return result
+    return map_canonical(result, out, lambda o: from_sympy(sympy.sympify(o).subs(point)))
 
 
 def jacobian(e: Expr, ctx: Mapping[str, Type], out: Type, env: Mapping[str, Value],
              x: str) -> Value:
-    """∂⟦e⟧/∂x at ρ = env, as a value of type ``out ⊗ ctx[x]`` (exact where possible)."""
-    sym_env, symbols, point = symbolic_inputs(ctx, env, x)
+    """∂⟦e⟧/∂x at ρ = env, as a value of type ``out ⊗ ctx[x]`` (exact where possible),
+    over the stored entries of ``x`` and at a generic point."""
+    sym_env, symbols, point = generic_inputs(ctx, env)
     result = evaluate(e, sym_env, sympy_field())
     jac: Value = {} if isinstance(out, DictT) or isinstance(ctx[x], DictT) else Fraction(0)
     for p, o in real_leaves(result, out):
-        for q, s in symbols.items():
-            d = sympy.diff(o, s).subs(point)
-            jac = add(jac, nested((*p, *q), from_sympy(d)))
+        for (name, q), s in symbols.items():
+            if name == x:
+                d = sympy.diff(o, s).subs(point)
+                jac = add(jac, nested((*p, *q), from_sympy(d)))
     return jac
 
 
@@ -122,22 +144,24 @@ def finite_jacobian(e: Expr, ctx: Mapping[str, Type], out: Type, env: Mapping[st
 
 def directional(e: Expr, ctx: Mapping[str, Type], out: Type, env: Mapping[str, Value],
                 dirs: Mapping[str, Value]) -> Value:
-    """J · v: d/dt ⟦e⟧(ρ + t·v) at t = 0, for a direction ``dirs[x]`` on each real input
-    (read at the stored entries of ``x``: its support is fixed)."""
+    """J · v: d/dt ⟦e⟧(ρ + t·v) at t = 0 and at a generic point, for a direction
+    ``dirs[x]`` on the stored entries of each real input ``x``."""
     t = sympy.Symbol("t")
-    sym_env: dict[str, Value] = {}
-    for name, value in env.items():
+    sym_env, _, point = generic_inputs(ctx, env)
+    moved_env: dict[str, Value] = {}
+    for name, value in sym_env.items():
         v_leaves: dict[Path, Any] = (dict(real_leaves(dirs[name], ctx[name])) if name in dirs
                                      else {})
 
-        def moved(p: Path, r: Any, vl: dict[Path, Any] = v_leaves) -> Any:
-            return to_sympy(r) + t * to_sympy(vl.get(p, Fraction(0)))
+        def moved(p: Path, s: Any, vl: dict[Path, Any] = v_leaves) -> Any:
+            return s + t * to_sympy(vl.get(p, Fraction(0)))
 
-        sym_env[name] = map_real_leaves(value, ctx[name], moved)
-    result = evaluate(e, sym_env, sympy_field())
+        moved_env[name] = map_real_leaves(value, ctx[name], moved)
+    result = evaluate(e, moved_env, sympy_field())
     if not isinstance(out, RealT | DictT):
         return Fraction(0)  # a discrete output: the derivative is 0
-    return map_canonical(result, out, lambda o: from_sympy(sympy.diff(o, t).subs(t, 0)))
+    return map_canonical(
+        result, out, lambda o: from_sympy(sympy.diff(o, t).subs(t, 0).subs(point)))
 
 
 def map_canonical(v: Value, t: Type, f: Callable[[Any], Any]) -> Value:

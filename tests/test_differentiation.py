@@ -70,3 +70,21 @@ def test_cli_grad(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert out.err.startswith("let V1' = zero[{int -> {int -> real}}] in")
     assert main(["grad", str(f), "--wrt", "W", "-i", "V1={}", "-i", "V2={}"]) == 1
     assert "cannot differentiate with respect to W" in capsys.readouterr().err
+
+
+def test_at_a_non_generic_point_sparse_ad_follows_the_concrete_support() -> None:
+    """An intermediate entry that cancels to exactly zero is dropped, and with it its
+    tangent: concrete FAD follows the concrete support, the generic point does not."""
+    from semantics.oracle import directional, evaluate_generic
+
+    ctx = {"x": tensor(2)}
+    e, t = typecheck(parse_expr("sum(<_, v> in (sum(<k, w> in x) w) * 1.5) v"), ctx)
+    env = {"x": {0: {0: Fraction(1), 4: Fraction(2)}, 1: {4: Fraction(-2)}}}
+    dirs = {"x": {0: {0: Fraction(1), 4: Fraction(1)}, 1: {4: Fraction(1)}}}
+    d, names = fad(e, ctx)
+    tan_ctx = {**ctx, names["x"]: tensor(2)}
+    d_elab, dt = typecheck(d, tan_ctx)
+    tan_env = {**env, names["x"]: dirs["x"]}
+    assert evaluate(d_elab, tan_env, FRACTION) == Fraction(3, 2)  # entry 4 was dropped
+    assert evaluate_generic(d_elab, tan_ctx, dt, tan_env) == Fraction(9, 2)
+    assert directional(e, ctx, t, env, dirs) == Fraction(9, 2)
