@@ -8,6 +8,9 @@
   an arbitrary seed S : τ_x ⊗ τ for x' (zero for the other inputs) equals J · S.
 * The oracle itself agrees with central finite differences.
 
+Each statement is checked on Logical SDQLite (the paper's setting) and again on Physical
+SDQLite with dense inputs, whose gradients cover every position, zeros included.
+
 Both sides are evaluated at a *generic point* (``semantics.oracle``: every input entry a
 symbol, the point substituted at the end), exactly over the rationals when e has no
 unary operation and to 1e-9 relative otherwise.  At a non-generic point, where an
@@ -21,10 +24,21 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from properties.generators import LOGICAL, SPARSE2, Draw, Generated, environments, programs, seeds
+from properties.generators import (
+    DENSE_REAL,
+    LOGICAL,
+    PHYSICAL,
+    SPARSE2,
+    Draw,
+    Generated,
+    Lang,
+    environments,
+    programs,
+    seeds,
+)
 from sdqlite.anf import anf
 from sdqlite.ast import Mul, RealConst, Sum, UnOp, Var, free_vars, subterms
-from sdqlite.fad import fad, is_discrete, tangent_context, tangent_type
+from sdqlite.fad import fad, is_discrete, sparse, tangent_context, tangent_type
 from sdqlite.gradient import gradient
 from sdqlite.typecheck import typecheck
 from sdqlite.types import REAL, DictT, Type, order, otimes, tensor
@@ -38,10 +52,18 @@ from semantics.oracle import (
 from semantics.values import Value, values_equal
 
 Env = dict[str, Value]
-logical = programs(lang=LOGICAL, max_depth=3)
-#: programs with a real output (order 0-2), for the Jacobian statements
-real_valued = st.sampled_from([REAL, tensor(1), tensor(2)]).flatmap(
-    lambda t: programs(lang=LOGICAL, type=t, max_depth=3))
+#: output types of the Jacobian statements, by ``Lang.physical``
+REAL_OUT = {False: [REAL, tensor(1), tensor(2)], True: [REAL, tensor(1), DENSE_REAL]}
+
+
+def _programs(lang: Lang) -> st.SearchStrategy[Generated]:
+    return programs(lang=lang, max_depth=3)
+
+
+def _real_valued(lang: Lang) -> st.SearchStrategy[Generated]:
+    """Programs with a real output (order 0-2), for the Jacobian statements."""
+    return st.sampled_from(REAL_OUT[lang.physical]).flatmap(
+        lambda t: programs(lang=lang, type=t, max_depth=3))
 
 
 def _agree(got: Any, want: Any, g: Generated) -> bool:
@@ -61,9 +83,9 @@ ScalarCase = tuple[Generated, Env, Env, bool]
 
 
 @st.composite
-def scalar_cases(draw: Draw) -> ScalarCase:
+def scalar_cases(draw: Draw, lang: Lang = LOGICAL) -> ScalarCase:
     """(Γ ⊢ e, ρ, directions v, whether to run ANF first)."""
-    g = draw(logical)
+    g = draw(_programs(lang))
     env = draw(environments(g.ctx, exact=True))
     dirs = {x: draw(seeds(env[x], s, REAL)) for x, s in g.ctx.items() if not is_discrete(s)}
     return g, env, dirs, draw(st.booleans())
@@ -84,6 +106,15 @@ CANCELLING: ScalarCase = (
 @given(scalar_cases())
 @example(CANCELLING)
 def test_scalar_fad_computes_the_differential(case: ScalarCase) -> None:
+    _check_scalar(case)
+
+
+@given(scalar_cases(PHYSICAL))
+def test_scalar_fad_on_physical_programs(case: ScalarCase) -> None:
+    _check_scalar(case)
+
+
+def _check_scalar(case: ScalarCase) -> None:
     g, env, dirs, use_anf = case
     elab, t = typecheck(g.expr, g.ctx)
     tangent, names = fad(anf(elab) if use_anf else elab, g.ctx)
@@ -99,13 +130,22 @@ GradientCase = tuple[Generated, str, Env]
 
 
 @st.composite
-def gradient_cases(draw: Draw) -> GradientCase:
-    g = draw(real_valued)
+def gradient_cases(draw: Draw, lang: Lang = LOGICAL) -> GradientCase:
+    g = draw(_real_valued(lang))
     return g, _real_input(draw, g), draw(environments(g.ctx, exact=True))
 
 
 @given(gradient_cases())
 def test_gradient_is_the_jacobian(case: GradientCase) -> None:
+    _check_gradient(case)
+
+
+@given(gradient_cases(PHYSICAL))
+def test_gradient_is_the_jacobian_with_dense_inputs(case: GradientCase) -> None:
+    _check_gradient(case)
+
+
+def _check_gradient(case: GradientCase) -> None:
     g, x, env = case
     elab, t = typecheck(g.expr, g.ctx)
     grad, gt = typecheck(gradient(elab, x, g.ctx), g.ctx)
@@ -117,14 +157,23 @@ SeedCase = tuple[Generated, str, Type, Env, Value]
 
 
 @st.composite
-def seed_cases(draw: Draw) -> SeedCase:
-    g, x, env = draw(gradient_cases())
+def seed_cases(draw: Draw, lang: Lang = LOGICAL) -> SeedCase:
+    g, x, env = draw(gradient_cases(lang))
     tau = draw(st.sampled_from([REAL, tensor(1), tensor(2)]))
     return g, x, tau, env, draw(seeds(env[x], g.ctx[x], tau))
 
 
 @given(seed_cases())
 def test_tensorized_fad_applies_the_jacobian_to_a_seed(case: SeedCase) -> None:
+    _check_seed(case)
+
+
+@given(seed_cases(PHYSICAL))
+def test_tensorized_fad_on_physical_programs(case: SeedCase) -> None:
+    _check_seed(case)
+
+
+def _check_seed(case: SeedCase) -> None:
     g, x, tau, env, seed = case
     elab, t = typecheck(g.expr, g.ctx)
     tangent, names = fad(elab, g.ctx, tau)
@@ -133,8 +182,8 @@ def test_tensorized_fad_applies_the_jacobian_to_a_seed(case: SeedCase) -> None:
     tan_env = {names[v]: (seed if v == x else _zero(s, tau)) for v, s in g.ctx.items()}
     got = evaluate_generic(d_elab, tan_ctx, dt, {**env, **tan_env})
     jac = jacobian(elab, g.ctx, t, env, x)
-    jac_t, seed_t = otimes(t, g.ctx[x]), otimes(g.ctx[x], tau)
-    assert jac_t is not None and seed_t is not None
+    jac_t, seed_t = tangent_type(t, sparse(g.ctx[x])), otimes(sparse(g.ctx[x]), tau)
+    assert seed_t is not None
     want = contract(jac, jac_t, order(t), seed, seed_t, order(g.ctx[x]),
                     tangent_type(t, tau))
     assert _agree(got, want, g), (got, want)
@@ -144,7 +193,7 @@ def _zero(s: Type, tau: Type) -> Any:
     return {} if isinstance(tangent_type(s, tau), DictT) else Fraction(0)
 
 
-@given(gradient_cases())
+@given(st.sampled_from([LOGICAL, PHYSICAL]).flatmap(gradient_cases))
 def test_oracle_agrees_with_finite_differences(case: GradientCase) -> None:
     g, x, env = case
     elab, t = typecheck(g.expr, g.ctx)

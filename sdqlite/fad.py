@@ -10,14 +10,15 @@ primal variables of the program for primal values.  Types:
 The input is an elaborated program (from the type checker).  Every expression of a
 discrete type has tangent ``0``; discrete means a scalar field of int or bool, so index
 arrays such as ``{dense_int -> int}`` (Physical SDQLite) are discrete too.  The Physical
-constructs on reals differentiate structurally: ``D[arr(lo:hi)] = D[arr](lo:hi)``,
-``D[[e0, ...]] = [D[e0], ...]``, ``D[unique(e)] = unique(D[e])``.  Run ANF first to share
+constructs on reals differentiate structurally, into sparse tangents (``tangent_type``):
+``D[arr(lo:hi)] = sum(<p,_> in (lo:hi)) {p -> D[arr](p)}``,
+``D[[e0, ...]] = {0 -> D[e0], ...}``, ``D[unique(e)] = unique(D[e])``.  Run ANF first to share
 primal work (``sdqlite.anf``); the rules are correct on any program.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import assert_never
 
 from sdqlite import sugar
@@ -56,12 +57,32 @@ class DiffError(SDQLiteError):
 
 
 def tangent_type(t: Type, tau: Type) -> Type:
-    """D_τ[T] (Fig. fig:diffrules, on types): ``T ⊗ τ``, and ``real`` for discrete T."""
+    """D_τ[T] (Fig. fig:diffrules, on types): ``T ⊗ τ``, and ``real`` for discrete T.
+
+    Tangents are sparse: a dense layer ``{dense_int -> D}`` of T has the tangent layer
+    ``{int -> ...}`` (on Logical SDQLite this is exactly the figure).  A dense identity
+    could not be built for ``onehot``; a sparse one over every position of a dense
+    variable can, and it gives the gradient that covers every position (DESIGN.md)."""
     if is_discrete(t):
         return REAL
-    out = otimes(t, tau)
+    out = otimes(sparse(t), tau)
     assert out is not None, (t, tau)
     return out
+
+
+def sparse(t: Type) -> Type:
+    """``t`` with every dense layer made a sparse dictionary."""
+    return DictT(sparse(t.val)) if isinstance(t, DictT) else t
+
+
+def sparsify(e: Expr, t: Type, fresh: Callable[[str], str]) -> Expr:
+    """A program for the value of ``e : t`` as ``sparse(t)``:
+    ``sum(<k,v> in e) {k -> v}`` at each layer that has a dense layer at or below it."""
+    if sparse(t) == t:
+        return e
+    assert isinstance(t, DictT)
+    k, v = fresh("k"), fresh("v")
+    return Sum(k, v, e, Single(Var(k), sparsify(Var(v), t.val, fresh)))
 
 
 def tangent_context(ctx: Ctx, tau: Type, tangents: Mapping[str, str]) -> dict[str, Type]:
@@ -126,8 +147,10 @@ class Differentiator:
             case Mul(a, b):  # [mult]: e1 * D[e2] + D[e1] *^T[τ] e2
                 _, ta = synth(ctx, a)
                 _, tb = synth(ctx, b)
-                return Add(Mul(a, self.d(b, ctx, tan)),
-                           self.times_t(self.d(a, ctx, tan), b, order(ta), order(tb)))
+                a_s, b_s = (sparsify(a, ta, self.names.fresh),
+                            sparsify(b, tb, self.names.fresh))  # primal meets tangent
+                return Add(Mul(a_s, self.d(b, ctx, tan)),
+                           self.times_t(self.d(a, ctx, tan), b_s, order(ta), order(tb)))
             case Add(a, b):  # [add]
                 return Add(self.d(a, ctx, tan), self.d(b, ctx, tan))
             case UnOp(op, a):  # [op]: op'(e) * D[e]
@@ -145,10 +168,15 @@ class Differentiator:
                 raise AssertionError("unreachable: discrete constructs have tangent 0")
             case Gradient():
                 raise AssertionError("FAD needs an elaborated program (gradient is expanded)")
-            case SubArray(arr, lo, hi):  # Physical: D[arr](lo:hi)
-                return SubArray(self.d(arr, ctx, tan), lo, hi)
-            case ArrayLit(elems):  # Physical: [D[e0], ...]
-                return ArrayLit(tuple(self.d(x, ctx, tan) for x in elems))
+            case SubArray(arr, lo, hi):  # Physical: sum(<p,_> in (lo:hi)) {p -> D[arr](p)}
+                p = self.names.fresh("p")
+                return Sum(p, "_", Range(lo, hi),
+                           Single(Var(p), Lookup(self.d(arr, ctx, tan), Var(p))))
+            case ArrayLit(elems):  # Physical: {0 -> D[e0], 1 -> D[e1], ...}
+                if not elems:
+                    return sugar.zero(tangent_type(t, self.tau))
+                return sugar.dict_literal(
+                    [(IntConst(i), self.d(x, ctx, tan)) for i, x in enumerate(elems)])
             case Range():  # an int array: discrete, above
                 raise AssertionError("unreachable: discrete constructs have tangent 0")
             case _:

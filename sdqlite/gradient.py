@@ -10,8 +10,10 @@ output indices first, then those of ``x``.
 
 Which entries a gradient covers follows the variable's type (DESIGN.md): ``onehot``
 iterates the stored entries of ``x``, so for a sparse ``{int -> ...}`` variable the
-gradient is *masked* to its non-zero entries.  Differentiating with respect to a dense
-``{dense_int -> ...}`` variable is not supported yet (see ``DiffError``).
+gradient is *masked* to its non-zero entries; a dense ``{dense_int -> ...}`` variable
+stores every position, zeros included, so its gradient covers every position.  The
+gradient's layout is sparse either way: τ is the type of ``x`` with dense layers made
+sparse (``sdqlite.fad.tangent_type``).
 """
 
 from __future__ import annotations
@@ -20,26 +22,20 @@ from collections.abc import Mapping
 
 from sdqlite import sugar
 from sdqlite.ast import Expr, Let, RealConst, Var, free_vars
-from sdqlite.fad import DiffError, fad, is_discrete, tangent_type
+from sdqlite.fad import DiffError, fad, is_discrete, sparse, tangent_type
 from sdqlite.names import NameSupply, names_in
 from sdqlite.typecheck import Ctx
-from sdqlite.types import DictT, Type
+from sdqlite.types import Type
 
 
 def wrt_type(ctx: Ctx, x: str) -> Type:
+    """τ for ``gradient e x``: the type of ``x`` with its dense layers made sparse."""
     if x not in ctx:
         raise DiffError(f"cannot differentiate with respect to {x}: it is not an input "
                         f"(inputs: {', '.join(sorted(ctx)) or 'none'})")
-    tau = ctx[x]
-    t: Type = tau
-    while isinstance(t, DictT):
-        if t.dense:
-            raise DiffError(f"differentiating with respect to the dense array {x} : {tau} "
-                            "is not supported yet; declare it {int -> ...}")
-        t = t.val
-    if is_discrete(tau) or is_discrete(t):
-        raise DiffError(f"cannot differentiate with respect to {x} : {tau}: it is discrete")
-    return tau
+    if is_discrete(ctx[x]):
+        raise DiffError(f"cannot differentiate with respect to {x} : {ctx[x]}: it is discrete")
+    return sparse(ctx[x])
 
 
 def gradient(e: Expr, x: str, ctx: Ctx) -> Expr:
@@ -56,8 +52,8 @@ def gradient(e: Expr, x: str, ctx: Ctx) -> Expr:
 
 def ingrad(v: str, x: str, t: Type, tau: Type, names: NameSupply) -> Expr:
     """Fig. fig:api: the seed tangent of input ``v``."""
-    if v == x:
-        return sugar.onehot(t, Var(x), names.fresh)
+    if v == x:  # iterates the stored entries of x: every position of a dense array
+        return sugar.onehot(sparse(t), Var(x), names.fresh)
     if is_discrete(t):
         return RealConst(0.0)
     return sugar.zero(tangent_type(t, tau))

@@ -26,7 +26,7 @@ from typing import Any
 import sympy
 
 from sdqlite.ast import Expr
-from sdqlite.types import DictT, RealT, Type
+from sdqlite.types import DictT, RealT, Type, scalar_of
 from semantics.interp import evaluate
 from semantics.values import FLOAT, DenseArray, Value, add, dense, single, sympy_field
 
@@ -158,8 +158,8 @@ def directional(e: Expr, ctx: Mapping[str, Type], out: Type, env: Mapping[str, V
 
         moved_env[name] = map_real_leaves(value, ctx[name], moved)
     result = evaluate(e, moved_env, sympy_field())
-    if not isinstance(out, RealT | DictT):
-        return Fraction(0)  # a discrete output: the derivative is 0
+    if scalar_of(out) != RealT():
+        return Fraction(0)  # a discrete output (int, bool, or tensors of them): derivative 0
     return map_canonical(
         result, out, lambda o: from_sympy(sympy.diff(o, t).subs(t, 0).subs(point)))
 
