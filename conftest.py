@@ -1,7 +1,7 @@
 """Hypothesis profiles for the whole suite (properties/ and tests/).
 
 * ``dev`` (default on a workstation): 100 examples per property, random;
-* ``ci`` (default when CI is set): derandomized, so a CI run is reproducible;
+* ``ci`` (default when CI is set): 300 examples, derandomized, so a CI run is reproducible;
 * ``thorough``: 2000 examples per property, for deep runs.
 
 Choose with HYPOTHESIS_PROFILE=dev|ci|thorough (``make test PROFILE=thorough``).
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 
 _common = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("dev", max_examples=100, **_common)
-settings.register_profile("ci", max_examples=200, derandomize=True, database=None,
+settings.register_profile("ci", max_examples=300, derandomize=True, database=None,
                           print_blob=True, **_common)
 settings.register_profile("thorough", max_examples=2000, **_common)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI")

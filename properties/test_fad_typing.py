@@ -1,5 +1,6 @@
 """Lemma lem:well_typedness_D (§6.1): if Γ ⊢ e : T then D_τ[Γ] ⊢ D_τ[e] : D_τ[T],
-for generated programs of Logical SDQLite and τ of order 0–2 — checked by our type
+for generated programs of Logical SDQLite (and of Physical SDQLite, where tangents of
+dense layers are sparse: D_τ[T] = sparse(T) ⊗ τ) and τ of order 0–2 — checked by our type
 checker, on the program as generated and after ANF.  Scalar FAD is the case τ = real:
 F[Γ] ⊢ F[e] : F[T].  The expansion of the gradient API is well typed too:
 Γ ⊢ gradient e x : T ⊗ τ_x for every real input x.
@@ -8,13 +9,13 @@ F[Γ] ⊢ F[e] : F[T].  The expansion of the gradient API is well typed too:
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from properties.generators import LOGICAL, SPARSE1, SPARSE2, Generated, programs
+from properties.generators import LOGICAL, PHYSICAL, SPARSE1, SPARSE2, Generated, programs
 from sdqlite.anf import anf
 from sdqlite.ast import Empty, IntConst, Let, Lookup, RealConst, Sum
-from sdqlite.fad import fad, is_discrete, tangent_context, tangent_type
+from sdqlite.fad import fad, is_discrete, sparse, tangent_context, tangent_type
 from sdqlite.gradient import gradient
 from sdqlite.typecheck import typecheck
-from sdqlite.types import INT, REAL, DictT, Type, otimes, tensor
+from sdqlite.types import INT, REAL, DictT, Type, tensor
 
 TAUS = [REAL, tensor(1), tensor(2)]
 
@@ -32,6 +33,16 @@ INT_DICT_BOUND = Generated(
 @example(INT_DICT_BOUND, REAL, True)
 @example(INT_DICT_BOUND, tensor(1), False)
 def test_tangent_program_is_well_typed(g: Generated, tau: Type, use_anf: bool) -> None:
+    _check_typing(g, tau, use_anf)
+
+
+@given(programs(lang=PHYSICAL), st.sampled_from(TAUS), st.booleans())
+def test_tangent_program_is_well_typed_on_physical_programs(
+        g: Generated, tau: Type, use_anf: bool) -> None:
+    _check_typing(g, tau, use_anf)
+
+
+def _check_typing(g: Generated, tau: Type, use_anf: bool) -> None:
     elab, t = typecheck(g.expr, g.ctx)
     e = anf(elab) if use_anf else elab
     d, tangents = fad(e, g.ctx, tau)
@@ -39,11 +50,12 @@ def test_tangent_program_is_well_typed(g: Generated, tau: Type, use_anf: bool) -
     assert dt == tangent_type(t, tau)
 
 
-@given(programs(lang=LOGICAL), st.data())
+@given(st.sampled_from([LOGICAL, PHYSICAL]).flatmap(lambda lang: programs(lang=lang)),
+       st.data())
 def test_gradient_expansion_is_well_typed(g: Generated, data: st.DataObject) -> None:
     elab, t = typecheck(g.expr, g.ctx)
     real_inputs = sorted(x for x, s in g.ctx.items() if not is_discrete(s))
     assume(real_inputs)
     x = data.draw(st.sampled_from(real_inputs))
     _, gt = typecheck(gradient(elab, x, g.ctx), g.ctx)
-    assert gt == (REAL if is_discrete(t) else otimes(t, g.ctx[x]))
+    assert gt == tangent_type(t, sparse(g.ctx[x]))

@@ -64,3 +64,10 @@ def jvp(e: Expr, ctx: Ctx, tangents: Mapping[str, str] | None = None
     """``F[e]``: the directional derivative, reading the tangent of each input ``x`` from
     the variable ``x'`` (or the name given in ``tangents``)."""
     return fad(e, ctx, tangents=tangents)
+
+
+def jacobian(e: Expr, x: str, ctx: Ctx) -> Expr:
+    """The whole Jacobian of ``e`` w.r.t. ``x`` as one tensor of type ``T ⊗ τ`` (output
+    indices first, then those of ``x``): exactly what ``gradient e x`` computes — tensorized
+    FAD seeded with ``onehot`` — under the name a user of a Jacobian API looks for."""
+    return gradient(e, x, ctx)

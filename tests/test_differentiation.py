@@ -12,7 +12,7 @@ from sdqlite.errors import SDQLTypeError
 from sdqlite.fad import fad
 from sdqlite.gradient import jvp
 from sdqlite.session import Session
-from sdqlite.types import REAL, tensor
+from sdqlite.types import REAL, DictT, tensor
 from semantics.interp import evaluate
 from semantics.oracle import jacobian
 from semantics.values import FRACTION
@@ -88,3 +88,21 @@ def test_at_a_non_generic_point_sparse_ad_follows_the_concrete_support() -> None
     assert evaluate(d_elab, tan_env, FRACTION) == Fraction(3, 2)  # entry 4 was dropped
     assert evaluate_generic(d_elab, tan_ctx, dt, tan_env) == Fraction(9, 2)
     assert directional(e, ctx, t, env, dirs) == Fraction(9, 2)
+
+
+def test_coverage_follows_the_variable_type() -> None:
+    """DESIGN.md: masked to the stored entries for a sparse variable; every position,
+    zeros included, for a dense one.  Here ∂/∂x_j = w(j), and x_1 = 0."""
+    from semantics.values import dense
+
+    w = {1: Fraction(5), 2: Fraction(2)}
+    program = "gradient (sum(<i, a> in x) a * w(i)) x"
+    sparse_ctx = {"x": tensor(1), "w": tensor(1)}
+    e, _ = typecheck(parse_expr(program), sparse_ctx)
+    assert evaluate(e, {"x": {0: Fraction(1), 2: Fraction(3)}, "w": w}, FRACTION) == {
+        2: Fraction(2)}  # x has no entry 1: masked
+    dense_ctx = {"x": DictT(REAL, dense=True), "w": tensor(1)}
+    e, t = typecheck(parse_expr(program), dense_ctx)
+    assert t == tensor(1)
+    got = evaluate(e, {"x": dense([Fraction(1), Fraction(0), Fraction(3)]), "w": w}, FRACTION)
+    assert got == {1: Fraction(5), 2: Fraction(2)}  # position 1 holds 0 and is covered
