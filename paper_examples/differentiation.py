@@ -60,6 +60,13 @@ AD_EXAMPLES = [
              let <i',a'> = <0,V2'(i)>
              V1(i) * a' + V1'(i) * a"""),
     ADExample(
+        "ex1_dot_tensorized_v1", "Example 1: tensorized FAD of the dot product (iterating V1)",
+        "dot_v1.sdql", "D", "V2", TENSORS,
+        """sum(<i, a> in V1)
+             let <i', a'> = <0, V1'(i)> in
+             a * V2'(i) + a' * V2(i)""",
+        note="the paper prints `<{}, V1'(i)>`; the tangent of the int i is 0 (Fig. diffrules)"),
+    ADExample(
         "ex1_dot_gradient", "Example 1: gradient (sum(<i, a> in V1) a * V2(i)) V2",
         "dot_v1.sdql", "gradient", "V2", TENSORS,
         """let V1' = {}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sdqlite import parse_expr, typecheck
+from sdqlite import parse_expr, show, typecheck
 from sdqlite.cli import main
 from sdqlite.errors import SDQLTypeError
 from sdqlite.fad import fad
@@ -38,9 +38,16 @@ def test_gradient_with_primed_inputs() -> None:
 
 
 def test_scalar_fad_is_tensorized_fad_at_real() -> None:
+    """With τ = real the rules of Fig. diffrules are those of Fig. forward_diffrules:
+    constants have tangent 0 (zero[real]), and *^T[real] is plain * (no re-indexing)."""
     ctx = {"s": REAL, "V": tensor(1)}
-    e, _ = typecheck(parse_expr("sum(<i, a> in V) { i -> sin(a) * s } + 2.0 * V"), ctx)
-    assert jvp(e, ctx)[0] == fad(e, ctx, REAL)[0]
+    e, _ = typecheck(parse_expr("2.0 * s + sum(<i, a> in V) a * V(i)"), ctx)
+    f, _ = jvp(e, ctx)
+    expected = ("2.0 * s' + 0.0 * s + sum(<i, a> in V) let i' = 0.0 in let a' = V'(i) in "
+                "a * V'(i) + a' * V(i)")
+    assert f == parse_expr(expected)
+    tensorized, _ = fad(e, ctx, tensor(1))  # the same program with τ = tensor 1 differs:
+    assert "zero[{int -> real}]" in show(tensorized)  # the constant's tangent is zero[τ]
 
 
 def test_repl_differentiation_commands() -> None:
