@@ -1,0 +1,302 @@
+"""Rewrite rules as data (Fig. fig:trans), and the matcher the passes use.
+
+Each rule is a named entry: the family and figure it comes from, a left side and a
+right side written in SDQLite's own syntax, and side conditions.  In a pattern
+
+* an identifier listed in ``metavars`` matches any expression (the same one wherever it
+  repeats); an identifier bound by a pattern's ``sum``/``let`` matches any binder name;
+* a metavariable named ``Z`` or ``Z1``, ``Z2``, ... matches a zero constant: ``zero[T]``
+  (``{}``), ``0.0`` or the integer ``0``;
+* on the right side, ``Z`` is the zero of the type of the matched expression (a
+  rewrite keeps the type), and a rule may instead build its right side in Python
+  (substitution, the variadic sums of normalization).
+
+Conditions are named predicates.  A ``typing`` condition holds of every well-typed
+match (the paper states it; the checker guarantees it); a ``semantic`` one is a real
+guard, and ``properties/test_rules.py`` shows a wrong rewrite without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
+from typing import Any, Literal
+
+from sdqlite import sugar
+from sdqlite.ast import (
+    Empty,
+    Expr,
+    IntConst,
+    Let,
+    Mul,
+    RealConst,
+    Single,
+    Sum,
+    Var,
+    free_vars,
+)
+from sdqlite.names import NameSupply
+from sdqlite.parser import parse_expr
+from sdqlite.typecheck import Ctx, synth
+from sdqlite.types import REAL, DictT, RealT, Type, scalar_of
+
+
+@dataclass
+class Match:
+    """A successful match: metavariable → expression, pattern binder → actual name, and
+    the typing context and type at the matched node."""
+
+    exprs: dict[str, Expr]
+    binders: dict[str, str]
+    ctx: Ctx
+    type: Type
+    rule: Rule | None = None
+
+    def type_of(self, metavar: str) -> Type:
+        """The type of a matched sub-expression (which lives in the matched node's scope
+        only when it is not under a pattern binder — true of every use here)."""
+        return synth(self.ctx, self.exprs[metavar])[1]
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    kind: Literal["typing", "semantic"]
+    text: str
+    holds: Callable[[Match], bool]
+
+
+Builder = Callable[[Match, NameSupply], Expr]
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    family: str
+    source: str
+    lhs: str
+    rhs: str | Builder
+    metavars: tuple[str, ...]
+    conditions: tuple[Condition, ...] = ()
+    rhs_text: str = ""  # how the paper writes a right side that is built in Python
+    notes: str = field(default="", compare=False)
+
+    @cached_property
+    def pattern(self) -> Expr:
+        return parse_expr(self.lhs)
+
+    @cached_property
+    def template(self) -> Expr | None:
+        return parse_expr(self.rhs) if isinstance(self.rhs, str) else None
+
+    def match(self, e: Expr, ctx: Ctx, *, check: bool = True) -> Match | None:
+        """Match ``e`` (typed in ``ctx``) against the left side; with ``check``, the
+        conditions must hold too (``check=False`` is for showing a guard is needed)."""
+        exprs: dict[str, Expr] = {}
+        binders: dict[str, str] = {}
+        if not _match(self.pattern, e, set(self.metavars), exprs, binders):
+            return None
+        m = Match(exprs, binders, ctx, synth(ctx, e)[1], self)
+        if check and not all(c.holds(m) for c in self.conditions):
+            return None
+        return m
+
+    def apply(self, m: Match, names: NameSupply) -> Expr:
+        if self.template is None:
+            assert callable(self.rhs)
+            return self.rhs(m, names)
+        return _instantiate(self.template, m)
+
+    def show(self) -> str:
+        rhs = self.rhs if isinstance(self.rhs, str) else self.rhs_text
+        conds = "; ".join(f"{c.text} ({c.kind})" for c in self.conditions)
+        return f"{self.name}: {self.lhs}  ~>  {rhs}" + (f"   if {conds}" if conds else "")
+
+
+def is_zero_constant(e: Expr) -> bool:
+    match e:
+        case Empty():
+            return True
+        case RealConst(r):
+            return r == 0.0
+        case IntConst(n):
+            return n == 0
+        case _:
+            return False
+
+
+def _is_zero_var(name: str) -> bool:
+    return name == "Z" or (name.startswith("Z") and name[1:].isdigit())
+
+
+def _match(p: Expr, e: Expr, metavars: set[str], exprs: dict[str, Expr],
+           binders: dict[str, str]) -> bool:
+    if isinstance(p, Var) and p.name in metavars:
+        if _is_zero_var(p.name) and not is_zero_constant(e):
+            return False
+        if p.name in exprs:
+            return exprs[p.name] == e
+        exprs[p.name] = e
+        return True
+    if isinstance(p, Var):  # a pattern binder used as a variable
+        return isinstance(e, Var) and binders.get(p.name) == e.name
+    if type(p) is not type(e):
+        return False
+    match p, e:
+        case Sum(pk, pv, pd, pb), Sum(k, v, d, b):
+            binders.update({pk: k, pv: v})
+            return _match(pd, d, metavars, exprs, binders) and _match(
+                pb, b, metavars, exprs, binders)
+        case Let(px, pr, pb), Let(x, r, b):
+            binders[px] = x
+            return _match(pr, r, metavars, exprs, binders) and _match(
+                pb, b, metavars, exprs, binders)
+    for f in fields(p):
+        if f.name in ("span", "ty"):
+            continue
+        pv, ev = getattr(p, f.name), getattr(e, f.name)
+        if isinstance(pv, tuple):
+            if len(pv) != len(ev) or not all(
+                    _match(a, b, metavars, exprs, binders) for a, b in zip(pv, ev, strict=True)):
+                return False
+        elif hasattr(pv, "span"):
+            if not _match(pv, ev, metavars, exprs, binders):
+                return False
+        elif pv != ev:
+            return False
+    return True
+
+
+def _instantiate(t: Expr, m: Match) -> Expr:
+    match t:
+        case Var("Z"):
+            return sugar.zero(m.type)
+        case Var(x) if x in m.exprs:
+            return m.exprs[x]
+        case Var(x) if x in m.binders:
+            return Var(m.binders[x])
+        case Sum(k, v, d, b):
+            return Sum(m.binders.get(k, k), m.binders.get(v, v), _instantiate(d, m),
+                       _instantiate(b, m))
+        case Let(x, r, b):
+            return Let(m.binders.get(x, x), _instantiate(r, m), _instantiate(b, m))
+    changes: dict[str, Any] = {}
+    for f in fields(t):
+        val = getattr(t, f.name)
+        if isinstance(val, tuple):
+            changes[f.name] = tuple(_instantiate(x, m) for x in val)
+        elif f.name not in ("span", "ty") and hasattr(val, "span"):
+            changes[f.name] = _instantiate(val, m)
+    return replace(t, **changes) if changes else t
+
+
+def substitute(e: Expr, x: str, by: Expr) -> Expr:
+    """``e[x := by]`` for a closed ``by`` (a constant): no capture is possible."""
+    assert not free_vars(by)
+    match e:
+        case Var(name) if name == x:
+            return by
+        case Sum(k, v, d, b):
+            return Sum(k, v, substitute(d, x, by), b if x in (k, v) else substitute(b, x, by))
+        case Let(y, r, b):
+            return Let(y, substitute(r, x, by), b if y == x else substitute(b, x, by))
+    changes: dict[str, Any] = {}
+    for f in fields(e):
+        val = getattr(e, f.name)
+        if isinstance(val, tuple):
+            changes[f.name] = tuple(substitute(c, x, by) for c in val)
+        elif f.name not in ("span", "ty") and hasattr(val, "span"):
+            changes[f.name] = substitute(val, x, by)
+    return replace(e, **changes) if changes else e
+
+
+# ---- conditions -------------------------------------------------------------------------
+
+
+def _has_dense(t: Type) -> bool:
+    return isinstance(t, DictT) and (t.dense or _has_dense(t.val))
+
+
+def _is_tensor(t: Type) -> bool:
+    """tensor n for n > 0: a sparse real dictionary type (Logical SDQLite)."""
+    return isinstance(t, DictT) and scalar_of(t) == REAL and not _has_dense(t)
+
+
+WELL_TYPED = Condition("well-typed", "typing", "the types agree (must have e1 : D1)",
+                       lambda m: True)
+NO_DENSE_RESULT = Condition(
+    "no-dense-result", "semantic", "the product's type has no dense layer",
+    lambda m: not _has_dense(m.type))
+LEFT_TENSOR = Condition(
+    "e1-tensor", "semantic", "e1 : tensor n, n > 0", lambda m: _is_tensor(m.type_of("e1")))
+LEFT_REAL_RIGHT_TENSOR = Condition(
+    "e1-real-e2-tensor", "semantic", "e1 : real and e2 : tensor n, n > 0",
+    lambda m: isinstance(m.type_of("e1"), RealT) and _is_tensor(m.type_of("e2")))
+
+
+# ---- right sides built in Python ------------------------------------------------------
+
+
+def _inline_zero(m: Match, names: NameSupply) -> Expr:
+    """let x = zero[D] in e2  ~>  e2[x := zero[D]]"""
+    return substitute(m.exprs["e2"], m.binders["x"], m.exprs["Z1"])
+
+
+def _scalars(e: Expr, t: Type, names: NameSupply, leaf: Callable[[Expr], Expr]) -> Expr:
+    """sum(<i_1,v_2> in e) ... sum(<i_n,v> in v_n) {i_1 -> ... {i_n -> leaf(v)} ...}"""
+    if not isinstance(t, DictT):
+        return leaf(e)
+    i, v = names.fresh("i"), names.fresh("v")
+    return Sum(i, v, e, Single(Var(i), _scalars(Var(v), t.val, names, leaf)))
+
+
+def _normalize_left(m: Match, names: NameSupply) -> Expr:
+    e1, e2 = m.exprs["e1"], m.exprs["e2"]
+    return _scalars(e1, m.type_of("e1"), names, lambda v: Mul(v, e2))
+
+
+def _normalize_right(m: Match, names: NameSupply) -> Expr:
+    e1, e2 = m.exprs["e1"], m.exprs["e2"]
+    return _scalars(e2, m.type_of("e2"), names, lambda v: Mul(e1, v))
+
+
+# ---- the table of Fig. fig:trans ---------------------------------------------------------
+
+SPARSITY = "sparsity propagation"
+NORMALIZATION = "multiplication normalization"
+FIG = "Fig. fig:trans"
+
+RULES: tuple[Rule, ...] = (
+    Rule("zero-mul-left", SPARSITY, FIG, "Z1 * e2", "Z", ("Z1", "e2"),
+         (NO_DENSE_RESULT,),
+         notes="zero[D1] * e2 ~> zero[D1 ⊗ D2]; a scalar 0 times a dense array keeps its "
+               "positions, so the result must have no dense layer"),
+    Rule("zero-mul-right", SPARSITY, FIG, "e1 * Z2", "Z", ("e1", "Z2"), (NO_DENSE_RESULT,),
+         notes="e1 * zero[D2] ~> zero[D1 ⊗ D2]"),
+    Rule("add-zero-right", SPARSITY, FIG, "e1 + Z1", "e1", ("e1", "Z1"), (WELL_TYPED,)),
+    Rule("add-zero-left", SPARSITY, FIG, "Z1 + e2", "e2", ("Z1", "e2"), (WELL_TYPED,)),
+    Rule("zero-lookup", SPARSITY, FIG, "Z1(e2)", "Z", ("Z1", "e2"), (WELL_TYPED,),
+         notes="zero[tensor n](e2) ~> zero[tensor (n-1)]; n > 0 holds of a lookup"),
+    Rule("let-zero", SPARSITY, FIG, "let x = Z1 in e2", _inline_zero, ("Z1", "e2"),
+         rhs_text="e2[x := zero[D]]", notes="the constant propagation sparsity needs"),
+    Rule("sum-zero", SPARSITY, FIG, "sum(<k, v> in Z1) e2", "Z", ("Z1", "e2"), (WELL_TYPED,),
+         notes="sum(<k,v> in zero[D]) e2 ~> zero[D2]"),
+    Rule("mul-normalize-left", NORMALIZATION, FIG, "e1 * e2", _normalize_left, ("e1", "e2"),
+         (LEFT_TENSOR,),
+         rhs_text="sum(<i_1,v_2> in e1) ... sum(<i_n,v> in v_n) {i_1 -> ... {i_n -> v * e2}}",
+         notes="the paper prints v * e1 in the innermost singleton; v is e1's entry, so the "
+               "product is v * e2"),
+    Rule("mul-normalize-right", NORMALIZATION, FIG, "e1 * e2", _normalize_right, ("e1", "e2"),
+         (LEFT_REAL_RIGHT_TENSOR,),
+         rhs_text="sum(<i_1,v_2> in e2) ... sum(<i_n,v> in v_n) {i_1 -> ... {i_n -> e1 * v}}"),
+)
+
+RULES_BY_NAME = {r.name: r for r in RULES}
+
+
+def family(name: str) -> tuple[Rule, ...]:
+    return tuple(r for r in RULES if r.family == name)
+
+
+
