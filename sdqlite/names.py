@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import fields, replace
 from typing import Any
 
-from sdqlite.ast import Expr, Let, Sum, Var, subterms
+from sdqlite.ast import Expr, Let, Sum, Var, free_vars, subterms
 
 
 def names_in(e: Expr) -> set[str]:
@@ -72,8 +72,8 @@ def rename(e: Expr, old: str, new: str) -> Expr:
 
 def alpha_normal(e: Expr) -> Expr:
     """``e`` up to renaming, for comparing a program with the paper's listing: bound
-    variables renamed ``b0, b1, ...`` in binding order, numeric literals as reals, and
-    ``{}`` without its elaborated type."""
+    variables renamed ``b0, b1, ...`` in binding order (an unused sum binder is ``_``),
+    numeric literals as reals, and ``{}`` without its elaborated type."""
     from sdqlite.ast import Empty, IntConst, RealConst
 
     counter = iter(range(1_000_000))
@@ -86,9 +86,10 @@ def alpha_normal(e: Expr) -> Expr:
                 return RealConst(float(n))
             case Empty():
                 return Empty()
-            case Sum(k, v, dom, body):
-                k2, v2 = (f"b{next(counter)}" if k != "_" else "_",
-                          f"b{next(counter)}" if v != "_" else "_")
+            case Sum(k, v, dom, body):  # a binder the body does not use is `_`
+                used = free_vars(body)
+                k2, v2 = (f"b{next(counter)}" if k != "_" and k in used else "_",
+                          f"b{next(counter)}" if v != "_" and v in used else "_")
                 inner = {**env, **({k: k2} if k != "_" else {}), **({v: v2} if v != "_" else {})}
                 return Sum(k2, v2, go(dom, env), go(body, inner))
             case Let(x, rhs, body):
