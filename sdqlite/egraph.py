@@ -1,0 +1,399 @@
+"""A small equality-saturation engine in pure Python, after egg (Willsey et al., POPL 2021).
+
+It knows nothing about SDQLite: operators are any hashable values, terms are trees of
+them.  The pieces, in egg's vocabulary:
+
+* **e-nodes** ``ENode(op, children)`` whose children are e-class ids, **hash-consed** in
+  ``memo`` so that a node exists once;
+* a **union-find** over e-class ids; ``union`` is cheap and marks work for ``rebuild``,
+  which restores the invariants — every node canonical, congruent nodes in one class —
+  once per batch of unions (egg's *deferred rebuilding*);
+* an **e-class analysis**: a value per class made from its nodes and joined on union
+  (e.g. free variables, or the kind of value a class denotes), which conditions read;
+* **patterns** with variables ``?x``, **e-matching** them against the graph, and
+  **rewrites** whose right side is a pattern or a Python *applier*, with a *condition*;
+* a **runner** with egg's back-off scheduler (a rule that matches too often is banned
+  for a few iterations, with growing thresholds) and node, iteration and time limits,
+  checked after every application, not only between iterations;
+* **extraction** of the cheapest term of a class under a cost function.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+ClassId = int
+D = TypeVar("D")
+
+
+@dataclass(frozen=True, slots=True)
+class ENode:
+    op: Hashable
+    children: tuple[ClassId, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """A tree of operators: what goes in and comes out of the e-graph."""
+
+    op: Hashable
+    children: tuple[Term, ...] = ()
+
+    def size(self) -> int:
+        return 1 + sum(c.size() for c in self.children)
+
+
+class Analysis(Protocol[D]):
+    """An e-class analysis (egg §4): ``make`` a value for a new node, ``merge`` the values
+    of two classes being unioned.  ``merge`` must be a join (commutative, associative,
+    idempotent) for the result not to depend on the order of unions."""
+
+    def make(self, egraph: EGraph[D], node: ENode) -> D: ...
+
+    def merge(self, a: D, b: D) -> D: ...
+
+
+class NoAnalysis:
+    def make(self, egraph: EGraph[None], node: ENode) -> None:
+        return None
+
+    def merge(self, a: None, b: None) -> None:
+        return None
+
+
+@dataclass
+class EClass(Generic[D]):
+    id: ClassId
+    nodes: set[ENode]
+    parents: list[tuple[ENode, ClassId]]
+    data: D
+
+
+class EGraph(Generic[D]):
+    def __init__(self, analysis: Analysis[D] | None = None) -> None:
+        self.analysis: Analysis[D] = analysis or NoAnalysis()  # type: ignore[assignment]
+        self.parent: list[ClassId] = []  # the union-find
+        self.memo: dict[ENode, ClassId] = {}
+        self.classes: dict[ClassId, EClass[D]] = {}
+        self.pending: list[ClassId] = []  # classes whose parents need repair
+        self.analysis_pending: list[ClassId] = []
+
+    # ---- union-find ---------------------------------------------------------------------
+
+    def find(self, a: ClassId) -> ClassId:
+        root = a
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[a] != root:  # path compression
+            self.parent[a], a = root, self.parent[a]
+        return root
+
+    # ---- adding and merging ---------------------------------------------------------------
+
+    def canonicalize(self, node: ENode) -> ENode:
+        return ENode(node.op, tuple(self.find(c) for c in node.children))
+
+    def add(self, node: ENode) -> ClassId:
+        node = self.canonicalize(node)
+        if node in self.memo:
+            return self.find(self.memo[node])
+        cid = len(self.parent)
+        self.parent.append(cid)
+        self.classes[cid] = EClass(cid, {node}, [], self.analysis.make(self, node))
+        for child in node.children:
+            self.classes[child].parents.append((node, cid))
+        self.memo[node] = cid
+        return cid
+
+    def add_term(self, term: Term) -> ClassId:
+        return self.add(ENode(term.op, tuple(self.add_term(c) for c in term.children)))
+
+    def lookup_term(self, term: Term) -> ClassId | None:
+        """The class of ``term`` if the graph represents it, without adding anything."""
+        kids = []
+        for c in term.children:
+            k = self.lookup_term(c)
+            if k is None:
+                return None
+            kids.append(k)
+        found = self.memo.get(self.canonicalize(ENode(term.op, tuple(kids))))
+        return None if found is None else self.find(found)
+
+    def union(self, a: ClassId, b: ClassId) -> ClassId:
+        """Merge two classes; the invariants hold again after ``rebuild``."""
+        a, b = self.find(a), self.find(b)
+        if a == b:
+            return a
+        if len(self.classes[a].parents) < len(self.classes[b].parents):
+            a, b = b, a  # keep the class with more parents as the root
+        self.parent[b] = a
+        ca, cb = self.classes[a], self.classes.pop(b)
+        ca.nodes |= cb.nodes
+        ca.parents += cb.parents
+        merged = self.analysis.merge(ca.data, cb.data)
+        if merged != ca.data:
+            ca.data = merged
+            self.analysis_pending.append(a)
+        if merged != cb.data:
+            self.analysis_pending.append(a)
+        self.pending.append(a)
+        return a
+
+    def rebuild(self) -> None:
+        """Restore congruence closure and canonical nodes (egg's ``rebuild``): repair the
+        parents of merged classes until no congruence is left, then canonicalize the nodes
+        of every class (a class whose *children* merged still lists stale nodes)."""
+        if not (self.pending or self.analysis_pending):
+            return
+        while self.pending or self.analysis_pending:
+            todo = {self.find(c) for c in self.pending}
+            self.pending.clear()
+            for cid in todo:
+                self._repair(cid)
+            changed = {self.find(c) for c in self.analysis_pending}
+            self.analysis_pending.clear()
+            for cid in changed:
+                self._propagate_analysis(cid)
+        for eclass in self.classes.values():  # egg's rebuild_classes
+            eclass.nodes = {self.canonicalize(n) for n in eclass.nodes}
+
+    def _repair(self, cid: ClassId) -> None:
+        eclass = self.classes[self.find(cid)]
+        new_parents: dict[ENode, ClassId] = {}
+        for node, parent in eclass.parents:
+            self.memo.pop(node, None)
+            node = self.canonicalize(node)
+            if node in new_parents:  # two congruent parents: merge their classes
+                self.union(parent, new_parents[node])
+            new_parents[node] = self.find(parent)
+            self.memo[node] = self.find(parent)
+        self.classes[self.find(cid)].parents = list(new_parents.items())
+
+    def _propagate_analysis(self, cid: ClassId) -> None:
+        for node, parent in list(self.classes[self.find(cid)].parents):
+            pc = self.classes[self.find(parent)]
+            merged = self.analysis.merge(pc.data, self.analysis.make(self, node))
+            if merged != pc.data:
+                pc.data = merged
+                self.analysis_pending.append(pc.id)
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def data(self, cid: ClassId) -> D:
+        return self.classes[self.find(cid)].data
+
+    def nodes(self, cid: ClassId) -> set[ENode]:
+        return self.classes[self.find(cid)].nodes
+
+    def class_ids(self) -> list[ClassId]:
+        return list(self.classes)
+
+    @property
+    def node_count(self) -> int:
+        return len(self.memo)
+
+    @property
+    def class_count(self) -> int:
+        return len(self.classes)
+
+
+# ---- patterns and e-matching ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PVar:
+    """A pattern variable ``?name``."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PNode:
+    op: Hashable
+    children: tuple[Pattern, ...] = ()
+
+
+Pattern = PVar | PNode
+Subst = dict[str, ClassId]
+
+
+def ematch(egraph: EGraph[Any], pattern: Pattern, cid: ClassId, subst: Subst | None = None
+           ) -> Iterator[Subst]:
+    """Every substitution under which ``pattern`` is represented in class ``cid``."""
+    subst = subst or {}
+    cid = egraph.find(cid)
+    match pattern:
+        case PVar(name):
+            if name in subst:
+                if egraph.find(subst[name]) == cid:
+                    yield subst
+            else:
+                yield {**subst, name: cid}
+        case PNode(op, kids):
+            for node in list(egraph.nodes(cid)):
+                if node.op == op and len(node.children) == len(kids):
+                    yield from _match_children(egraph, kids, node.children, subst)
+
+
+def _match_children(egraph: EGraph[Any], pats: tuple[Pattern, ...],
+                    ids: tuple[ClassId, ...], subst: Subst) -> Iterator[Subst]:
+    if not pats:
+        yield subst
+        return
+    for s in ematch(egraph, pats[0], ids[0], subst):
+        yield from _match_children(egraph, pats[1:], ids[1:], s)
+
+
+def instantiate(egraph: EGraph[Any], pattern: Pattern, subst: Subst) -> ClassId:
+    match pattern:
+        case PVar(name):
+            return subst[name]
+        case PNode(op, kids):
+            return egraph.add(ENode(op, tuple(instantiate(egraph, k, subst) for k in kids)))
+
+
+Applier = Callable[[EGraph[Any], ClassId, Subst], ClassId | None]
+Condition = Callable[[EGraph[Any], ClassId, Subst], bool]
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """``lhs ~> rhs`` if ``condition``; ``rhs`` is a pattern or a Python applier that
+    returns the class to merge with (or None to do nothing)."""
+
+    name: str
+    lhs: Pattern
+    rhs: Pattern | Applier
+    condition: Condition | None = None
+
+    def apply(self, egraph: EGraph[Any], cid: ClassId, subst: Subst) -> ClassId | None:
+        if self.condition is not None and not self.condition(egraph, cid, subst):
+            return None
+        if isinstance(self.rhs, PVar | PNode):
+            return instantiate(egraph, self.rhs, subst)
+        return self.rhs(egraph, cid, subst)
+
+
+# ---- the runner --------------------------------------------------------------------------------
+
+
+@dataclass
+class BackoffScheduler:
+    """egg's back-off scheduler: a rule with more than ``match_limit · 2^bans`` matches in
+    an iteration is skipped and banned for ``ban_length · 2^bans`` iterations."""
+
+    match_limit: int = 1000
+    ban_length: int = 5
+    banned_until: dict[str, int] = field(default_factory=dict)
+    times_banned: Counter[str] = field(default_factory=Counter)
+
+    def can_run(self, rule: str, iteration: int) -> bool:
+        return self.banned_until.get(rule, -1) <= iteration
+
+    def accept(self, rule: str, iteration: int, matches: int) -> bool:
+        threshold = self.match_limit << self.times_banned[rule]
+        if matches > threshold:
+            self.banned_until[rule] = iteration + (self.ban_length << self.times_banned[rule])
+            self.times_banned[rule] += 1
+            return False
+        return True
+
+
+@dataclass
+class Report:
+    stop_reason: str  # saturated | iteration limit | node limit | time limit
+    iterations: int
+    fired: Counter[str]
+    nodes: int
+    classes: int
+    seconds: float
+
+
+class _Stop(Exception):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def run(egraph: EGraph[Any], rewrites: list[Rewrite], *, iter_limit: int = 30,
+        node_limit: int = 10_000, time_limit: float = 5.0,
+        scheduler: BackoffScheduler | None = None,
+        clock: Callable[[], float] = time.perf_counter) -> Report:
+    """Equality saturation: apply ``rewrites`` until nothing changes or a limit is hit.
+    Limits are checked after every single application, so a blow-up inside one iteration
+    stops promptly (the graph stays consistent: it is rebuilt before returning)."""
+    scheduler = scheduler or BackoffScheduler()
+    start = clock()
+    fired: Counter[str] = Counter()
+    iterations = 0
+
+    def check() -> None:
+        if egraph.node_count > node_limit:
+            raise _Stop("node limit")
+        if clock() - start > time_limit:
+            raise _Stop("time limit")
+
+    reason = "iteration limit"
+    try:
+        for iterations in range(1, iter_limit + 1):
+            before = (egraph.node_count, egraph.class_count)
+            matches: list[tuple[Rewrite, ClassId, Subst]] = []
+            for rw in rewrites:
+                if not scheduler.can_run(rw.name, iterations):
+                    continue
+                found = [(cid, s) for cid in egraph.class_ids()
+                         for s in ematch(egraph, rw.lhs, cid)]
+                check()
+                if scheduler.accept(rw.name, iterations, len(found)):
+                    matches += [(rw, cid, s) for cid, s in found]
+            for rw, cid, s in matches:
+                new = rw.apply(egraph, cid, s)
+                if new is not None and egraph.find(new) != egraph.find(cid):
+                    egraph.union(cid, new)
+                    fired[rw.name] += 1
+                check()
+            egraph.rebuild()
+            banned = any(not scheduler.can_run(r.name, iterations + 1) for r in rewrites)
+            if (egraph.node_count, egraph.class_count) == before and not banned:
+                reason = "saturated"
+                break
+    except _Stop as stop:
+        reason = stop.reason
+    egraph.rebuild()
+    return Report(reason, iterations, fired, egraph.node_count, egraph.class_count,
+                  clock() - start)
+
+
+# ---- extraction -------------------------------------------------------------------------------
+
+CostFn = Callable[[ENode, list[float]], float]
+
+
+def extract(egraph: EGraph[Any], root: ClassId, cost: CostFn) -> tuple[float, Term]:
+    """The cheapest term of ``root``'s class: the least fixpoint of
+    best(c) = min over nodes n of c of cost(n, [best(child)...])."""
+    best: dict[ClassId, tuple[float, ENode]] = {}
+    changed = True
+    while changed:
+        changed = False
+        for cid, eclass in egraph.classes.items():
+            for node in eclass.nodes:
+                kids = [best.get(egraph.find(c)) for c in node.children]
+                if any(k is None for k in kids):
+                    continue
+                c = cost(node, [k[0] for k in kids if k is not None])
+                if cid not in best or c < best[cid][0]:
+                    best[cid] = (c, node)
+                    changed = True
+
+    def build(cid: ClassId) -> Term:
+        _, node = best[egraph.find(cid)]
+        return Term(node.op, tuple(build(c) for c in node.children))
+
+    root = egraph.find(root)
+    if root not in best:
+        raise ValueError("no finite-cost term in the root class")
+    return best[root][0], build(root)
