@@ -215,7 +215,7 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
         case BoolT():
             options += ["eq", "not"]
         case DictT(_, False):
-            options += ["single"]
+            options += ["single", "map"]
         case DictT(_, True):
             options += ["subarray"] + (["range"] if t == DENSE_INT else [])
     if _projectable(ctx, t):
@@ -259,6 +259,13 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
             return Eq(rec(ctx, s), rec(ctx, s))
         case "not":
             return Not(rec(ctx, BOOL))
+        case "map":  # §3: sum(<k,v> in e) {k -> f(v)}, the identity map when f(v) = v
+            assert isinstance(t, DictT)
+            dom_t = DictT(t.val, dense=lang.physical and draw(st.booleans()))
+            k, v = names.fresh(draw, "k"), names.fresh(draw, "v")
+            body = Var(v) if draw(st.booleans()) else rec(_bind(ctx, **{k: INT, v: t.val}),
+                                                          t.val)
+            return Sum(k, v, rec(ctx, dom_t), Single(Var(k), body))
         case "single":  # {e1 -> e2}
             assert isinstance(t, DictT)
             return Single(rec(ctx, INT), rec(ctx, t.val))

@@ -1,0 +1,466 @@
+"""SDQLite in the e-graph: de Bruijn encoding, a type analysis, the STOREL rules and cost
+model (``../shared/research/storel-rules.md``), and ``optimize``.
+
+Binders become de Bruijn indices inside the e-graph (a ``sum`` binds its key as index 1
+and its value as index 0 in the body; a ``let`` binds index 0); names come back through
+a name supply.  Free variables keep their names.  Each leaf carries its type, so the
+e-class analysis knows every class's type — the side conditions read it (dense arrays
+are not dictionaries: several classic rules are wrong on them).
+
+Moving a term across binders needs a shift of its free indices.  Like the original, a
+shift or substitution is applied to one representative of a class (the cheapest), not
+to every term in it: sound, and incomplete in the way the research notes describe; a
+class with no free index below the binder is used as it is (the short cut that keeps
+shifts from looping through cyclic classes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sdqlite.ast import (
+    Add,
+    ArrayLit,
+    BoolConst,
+    Empty,
+    Eq,
+    Expr,
+    Gradient,
+    If,
+    IntConst,
+    Let,
+    Lookup,
+    Mul,
+    Not,
+    Range,
+    RealConst,
+    Single,
+    SubArray,
+    Sum,
+    Unique,
+    UnOp,
+    Var,
+)
+from sdqlite.egraph import (
+    ClassId,
+    EGraph,
+    ENode,
+    PNode,
+    PVar,
+    Report,
+    Rewrite,
+    Subst,
+    Term,
+    extract,
+    run,
+)
+from sdqlite.names import NameSupply, names_in
+from sdqlite.typecheck import Ctx, synth, typecheck
+from sdqlite.types import BOOL, INT, REAL, DictT, RealT, Type, otimes
+
+# ---- encoding ---------------------------------------------------------------------------------
+
+
+def encode(e: Expr, ctx: Ctx, scope: tuple[tuple[str, Type], ...] = ()) -> Term:
+    """An elaborated expression as a term with de Bruijn indices (innermost binder 0)."""
+    def go(x: Expr, inner: tuple[tuple[str, Type], ...] = scope) -> Term:
+        return encode(x, ctx, inner)
+
+    full = {**ctx, **dict(scope)}
+    match e:
+        case Var(x):
+            for i, (name, t) in enumerate(reversed(scope)):
+                if name == x:
+                    return Term(("bvar", i, t))
+            return Term(("var", x, ctx[x]))
+        case IntConst(n):
+            return Term(("int", n))
+        case RealConst(r):
+            return Term(("real", r))
+        case BoolConst(b):
+            return Term(("bool", b))
+        case Empty(t):
+            return Term(("zero", t))
+        case Sum(k, v, dom, body):
+            dt = synth(full, dom)[1]
+            assert isinstance(dt, DictT)
+            return Term("sum", (go(dom), go(body, (*scope, (k, INT), (v, dt.val)))))
+        case Let(x, rhs, body):
+            rt = synth(full, rhs)[1]
+            return Term("let", (go(rhs), go(body, (*scope, (x, rt)))))
+        case Single(k, v):
+            return Term("single", (go(k), go(v)))
+        case Lookup(d, k):
+            return Term("lookup", (go(d), go(k)))
+        case Not(a):
+            return Term("not", (go(a),))
+        case If(c, b):
+            return Term("if", (go(c), go(b)))
+        case Add(a, b):
+            return Term("add", (go(a), go(b)))
+        case Mul(a, b):
+            return Term("mul", (go(a), go(b)))
+        case Eq(a, b):
+            return Term("eq", (go(a), go(b)))
+        case UnOp(op, a):
+            return Term(("unop", op), (go(a),))
+        case Range(lo, hi):
+            return Term("range", (go(lo), go(hi)))
+        case SubArray(arr, lo, hi):
+            return Term("subarray", (go(arr), go(lo), go(hi)))
+        case Unique(a):
+            return Term("unique", (go(a),))
+        case ArrayLit(elems, _, ty):
+            return Term(("array", ty), tuple(go(x) for x in elems))
+        case Gradient():
+            raise AssertionError("encode needs an elaborated program")
+    raise AssertionError(e)
+
+
+def decode(t: Term, names: NameSupply, scope: tuple[str, ...] = ()) -> Expr:
+    """A term back to an expression; binders get fresh names."""
+    def go(x: Term, inner: tuple[str, ...] = scope) -> Expr:
+        return decode(x, names, inner)
+
+    op, kids = t.op, t.children
+    if isinstance(op, tuple):
+        match op[0]:
+            case "bvar":
+                return Var(scope[len(scope) - 1 - op[1]])
+            case "var":
+                return Var(op[1])
+            case "int":
+                return IntConst(op[1])
+            case "real":
+                return RealConst(op[1])
+            case "bool":
+                return BoolConst(op[1])
+            case "zero":
+                return Empty(op[1])
+            case "unop":
+                return UnOp(op[1], go(kids[0]))
+            case "array":
+                return ArrayLit(tuple(go(k) for k in kids))
+    match op:
+        case "sum":
+            k, v = names.fresh("k"), names.fresh("v")
+            return Sum(k, v, go(kids[0]), go(kids[1], (*scope, k, v)))
+        case "let":
+            x = names.fresh("x")
+            return Let(x, go(kids[0]), go(kids[1], (*scope, x)))
+    binary: dict[str, Callable[[Expr, Expr], Expr]] = {
+        "single": Single, "lookup": Lookup, "if": If, "add": Add, "mul": Mul, "eq": Eq,
+        "range": Range}
+    if op in binary:
+        return binary[str(op)](go(kids[0]), go(kids[1]))
+    if op == "not":
+        return Not(go(kids[0]))
+    if op == "unique":
+        return Unique(go(kids[0]))
+    if op == "subarray":
+        return SubArray(go(kids[0]), go(kids[1]), go(kids[2]))
+    raise AssertionError(op)
+
+
+# ---- the analysis: type and loose indices ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Info:
+    """What the analysis knows of a class: its type (None while unknown), and the de
+    Bruijn indices free in it (an over-approximation: the union over its terms)."""
+
+    type: Type | None
+    loose: frozenset[int]
+
+
+def _binder_shift(loose: frozenset[int], n: int) -> frozenset[int]:
+    return frozenset(i - n for i in loose if i >= n)
+
+
+class SDQLiteAnalysis:
+    def make(self, g: EGraph[Info], node: ENode) -> Info:
+        kids = [g.data(c) for c in node.children]
+        loose = frozenset().union(*(k.loose for k in kids)) if kids else frozenset()
+        op = node.op
+        if isinstance(op, tuple):
+            match op[0]:
+                case "bvar":
+                    return Info(op[2], frozenset({op[1]}))
+                case "var":
+                    return Info(op[2], frozenset())
+                case "int":
+                    return Info(INT, frozenset())
+                case "real":
+                    return Info(REAL, frozenset())
+                case "bool":
+                    return Info(BOOL, frozenset())
+                case "zero":
+                    return Info(op[1], frozenset())
+                case "unop":
+                    return Info(REAL, loose)
+                case "array":
+                    return Info(DictT(op[1], dense=True), loose)
+        t = [k.type for k in kids]
+        match op:
+            case "sum":
+                return Info(t[1], kids[0].loose | _binder_shift(kids[1].loose, 2))
+            case "let":
+                return Info(t[1], kids[0].loose | _binder_shift(kids[1].loose, 1))
+            case "single":
+                return Info(None if t[1] is None else DictT(t[1]), loose)
+            case "lookup":
+                return Info(t[0].val if isinstance(t[0], DictT) else None, loose)
+            case "if":
+                return Info(t[1], loose)
+            case "add":
+                return Info(t[0] or t[1], loose)
+            case "mul":
+                both = t[0] is not None and t[1] is not None
+                return Info(otimes(t[0], t[1]) if both else None, loose)  # type: ignore[arg-type]
+            case "eq" | "not":
+                return Info(BOOL, loose)
+            case "range":
+                return Info(DictT(INT, dense=True), loose)
+            case "subarray" | "unique":
+                return Info(t[0], loose)
+        raise AssertionError(op)
+
+    def merge(self, a: Info, b: Info) -> Info:
+        return Info(a.type or b.type, a.loose | b.loose)
+
+
+# ---- shifting and substitution on a representative --------------------------------------------
+
+
+def shift(t: Term, d: int, cutoff: int = 0) -> Term:
+    """Add ``d`` to every index ≥ ``cutoff`` (free in ``t``)."""
+    op = t.op
+    if isinstance(op, tuple) and op[0] == "bvar":
+        return Term(("bvar", op[1] + d if op[1] >= cutoff else op[1], op[2]))
+    binds = {"sum": 2, "let": 1}.get(op if isinstance(op, str) else "", 0)
+    kids = tuple(shift(c, d, cutoff + (binds if i == len(t.children) - 1 and binds else 0))
+                 for i, c in enumerate(t.children))
+    return Term(op, kids)
+
+
+def substitute(t: Term, index: int, by: Term) -> Term:
+    """``t[index := by]``, removing the binder: indices above ``index`` move down by one."""
+    op = t.op
+    if isinstance(op, tuple) and op[0] == "bvar":
+        if op[1] == index:
+            return shift(by, index)
+        return Term(("bvar", op[1] - 1, op[2])) if op[1] > index else t
+    binds = {"sum": 2, "let": 1}.get(op if isinstance(op, str) else "", 0)
+    kids = []
+    for i, c in enumerate(t.children):
+        inner = binds if binds and i == len(t.children) - 1 else 0
+        kids.append(substitute(c, index + inner, by))
+    return Term(op, tuple(kids))
+
+
+# ---- the cost model (STOREL) -------------------------------------------------------------------
+
+DENSE_LOOP, DICT_LOOP, OUTER_PRODUCT = 200, 1000, 1000
+
+
+def cost_model(g: EGraph[Info]) -> Callable[[ENode, list[float]], float]:
+    """constant 1, variable 5, lookup 20, let 10, singleton 50, unique 0, others 1 + kids;
+    sum: cost(R) + c·(1 + cost(body)), c = 200 over a dense array, 1000 over a dictionary;
+    a product with a dictionary factor (an outer product) 1000 + kids."""
+    def cost(node: ENode, kids: list[float]) -> float:
+        op = node.op
+        if isinstance(op, tuple):
+            if op[0] in ("bvar", "var"):
+                return 5
+            if op[0] in ("int", "real", "bool", "zero"):
+                return 1
+            return 1 + sum(kids)
+        match op:
+            case "sum":
+                dom_t = g.data(node.children[0]).type
+                c = DENSE_LOOP if isinstance(dom_t, DictT) and dom_t.dense else DICT_LOOP
+                return kids[0] + c * (1 + kids[1])
+            case "lookup":
+                return 20 + sum(kids)
+            case "let":
+                return 10 + sum(kids)
+            case "single":
+                return 50 + sum(kids)
+            case "unique":
+                return sum(kids)
+            case "mul":
+                ts = [g.data(c).type for c in node.children]
+                outer = any(isinstance(t, DictT) for t in ts)
+                return (OUTER_PRODUCT if outer else 1) + sum(kids)
+        return 1 + sum(kids)
+    return cost
+
+
+# ---- rules ---------------------------------------------------------------------------------
+
+A, B, C, R = PVar("a"), PVar("b"), PVar("c"), PVar("r")
+
+
+def _p(op: Any, *kids: PNode | PVar) -> PNode:
+    return PNode(op, tuple(kids))
+
+
+def _type(g: EGraph[Info], s: Subst, var: str) -> Type | None:
+    return g.data(s[var]).type
+
+
+def _has_dense(t: Type | None) -> bool:
+    return isinstance(t, DictT) and (t.dense or _has_dense(t.val))
+
+
+def _independent(var: str, binders: int) -> Callable[[EGraph[Info], ClassId, Subst], bool]:
+    """The class bound to ``var`` uses none of the ``binders`` innermost indices."""
+    return lambda g, _, s: all(i >= binders for i in g.data(s[var]).loose)
+
+
+def _representative(g: EGraph[Info], cid: ClassId) -> Term:
+    return extract(g, cid, cost_model(g))[1]
+
+
+def _moved(var: str, d: int, cutoff: int = 0) -> Callable[[EGraph[Info], Subst], ClassId]:
+    """The class of ``var`` with its free indices shifted by ``d``."""
+    def build(g: EGraph[Info], s: Subst) -> ClassId:
+        if not any(i >= cutoff for i in g.data(s[var]).loose):
+            return s[var]  # the short cut: nothing to shift
+        return g.add_term(shift(_representative(g, s[var]), d, cutoff))
+    return build
+
+
+def _sum_fact_out(side: str) -> Callable[[EGraph[Info], ClassId, Subst], ClassId | None]:
+    """sum(<k,v> in r) (a * b) ~> a * sum(<k,v> in r) b   (side "a": a independent)
+                                ~> (sum(<k,v> in r) a) * b (side "b": b independent)"""
+    def apply(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
+        if side == "a":
+            out = _moved("a", -2, 2)(g, s)
+            inner = g.add(ENode("sum", (s["r"], s["b"])))
+            return g.add(ENode("mul", (out, inner)))
+        out = _moved("b", -2, 2)(g, s)
+        inner = g.add(ENode("sum", (s["r"], s["a"])))
+        return g.add(ENode("mul", (inner, out)))
+    return apply
+
+
+def _sum_fact_in(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
+    """a * sum(<k,v> in r) b ~> sum(<k,v> in r) (a↑2 * b)"""
+    moved = _moved("a", 2)(g, s)
+    return g.add(ENode("sum", (s["r"], g.add(ENode("mul", (moved, s["b"]))))))
+
+
+def _sum_fact_key(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
+    """sum(<k,v> in r) {a -> b} ~> {a↓2 -> sum(<k,v> in r) b}"""
+    key = _moved("a", -2, 2)(g, s)
+    return g.add(ENode("single", (key, g.add(ENode("sum", (s["r"], s["b"]))))))
+
+
+def _beta(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
+    """let x = a in b ~> b[x := a]"""
+    body, rhs = _representative(g, s["b"]), _representative(g, s["a"])
+    return g.add_term(substitute(body, 0, rhs))
+
+
+def _scalar(var: str) -> Callable[[EGraph[Info], ClassId, Subst], bool]:
+    return lambda g, _, s: isinstance(_type(g, s, var), RealT)
+
+
+def _sparse_dict(var: str) -> Callable[[EGraph[Info], ClassId, Subst], bool]:
+    def holds(g: EGraph[Info], _: ClassId, s: Subst) -> bool:
+        t = _type(g, s, var)
+        return isinstance(t, DictT) and not t.dense
+    return holds
+
+
+def _both(*conds: Callable[[EGraph[Info], ClassId, Subst], bool]
+          ) -> Callable[[EGraph[Info], ClassId, Subst], bool]:
+    return lambda g, c, s: all(cond(g, c, s) for cond in conds)
+
+
+def _no_dense(g: EGraph[Info], cid: ClassId, s: Subst) -> bool:
+    return not _has_dense(g.data(cid).type)
+
+
+
+#: name -> (family, rewrite); the families follow the research notes
+SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
+    r.name: (fam, r) for fam, r in [
+        ("algebra", Rewrite("mult-assoc1", _p("mul", _p("mul", A, B), C),
+                            _p("mul", A, _p("mul", B, C)), _no_dense)),
+        ("algebra", Rewrite("mult-assoc2", _p("mul", A, _p("mul", B, C)),
+                            _p("mul", _p("mul", A, B), C), _no_dense)),
+        ("algebra", Rewrite("mult-one-left", _p("mul", _p(("real", 1.0)), A), A)),
+        ("algebra", Rewrite("mult-one-right", _p("mul", A, _p(("real", 1.0))), A)),
+        ("let", Rewrite("beta", _p("let", A, B), _beta)),
+        ("sum factorization", Rewrite(
+            "sum-fact-1", _p("sum", R, _p("mul", A, B)), _sum_fact_out("a"),
+            _both(_independent("a", 2), _no_dense))),
+        ("sum factorization", Rewrite(
+            "sum-fact-2", _p("sum", R, _p("mul", A, B)), _sum_fact_out("b"),
+            _both(_independent("b", 2), _no_dense))),
+        ("sum factorization", Rewrite(
+            "sum-fact-3", _p("sum", R, _p("single", A, B)), _sum_fact_key,
+            _independent("a", 2))),
+        ("sum factorization", Rewrite(
+            "sum-fact-inv-1", _p("mul", A, _p("sum", R, B)), _sum_fact_in, _no_dense)),
+        ("singleton/multiplication", Rewrite(
+            "sing-mult-1", _p("single", A, _p("mul", B, C)), _p("mul", _p("single", A, B), C),
+            _no_dense)),
+        ("singleton/multiplication", Rewrite(
+            "sing-mult-2", _p("mul", _p("single", A, B), C), _p("single", A, _p("mul", B, C)),
+            _no_dense)),
+        ("singleton/multiplication", Rewrite(
+            "sing-mult-3", _p("single", A, _p("mul", B, C)), _p("mul", B, _p("single", A, C)),
+            _both(_scalar("b"), _no_dense))),
+        ("singleton/multiplication", Rewrite(
+            "sing-mult-4", _p("mul", B, _p("single", A, C)), _p("single", A, _p("mul", B, C)),
+            _both(_scalar("b"), _no_dense))),
+        ("cleanup", Rewrite(
+            "sum-sing", _p("sum", R, _p("single", PNode(("bvar", 1, INT)), PVar("v"))), R,
+            lambda g, c, s: _sparse_dict("r")(g, c, s) and _is_bvar0(g, s["v"]))),
+    ]
+}
+
+
+def _is_bvar0(g: EGraph[Info], cid: ClassId) -> bool:
+    return any(isinstance(n.op, tuple) and n.op[0] == "bvar" and n.op[1] == 0
+               for n in g.nodes(cid))
+
+
+@dataclass
+class Optimized:
+    program: Expr
+    report: Report
+    cost_before: float
+    cost_after: float
+
+
+def optimize(e: Expr, ctx: Ctx, *, rules: list[str] | None = None, iter_limit: int = 8,
+             node_limit: int = 20_000, time_limit: float = 10.0) -> Optimized:
+    """Equality saturation of an elaborated ``ctx ⊢ e`` with the SDQLite rules, then
+    extraction of the cheapest program under the cost model (never costlier than ``e``)."""
+    g: EGraph[Info] = EGraph(SDQLiteAnalysis())
+    term = encode(e, ctx)
+    root = g.add_term(term)
+    chosen = [rw for name, (_, rw) in SATURATION_RULES.items() if rules is None or name in rules]
+    cost = cost_model(g)
+    before = _term_cost(g, term, cost)
+    report = run(g, chosen, iter_limit=iter_limit, node_limit=node_limit,
+                 time_limit=time_limit)
+    after, best = extract(g, root, cost)
+    if after > before:  # cannot happen: the input is in the root class
+        best, after = term, before
+    out = decode(best, NameSupply(names_in(e) | set(ctx)))
+    elab, _ = typecheck(out, ctx)
+    return Optimized(elab, report, before, after)
+
+
+def _term_cost(g: EGraph[Info], t: Term, cost: Callable[[ENode, list[float]], float]) -> float:
+    kids = [_term_cost(g, c, cost) for c in t.children]
+    node = ENode(t.op, tuple(g.lookup_term(c) or 0 for c in t.children))
+    return cost(node, kids)
