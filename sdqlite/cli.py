@@ -89,6 +89,27 @@ def cmd_grad(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_opt(args: argparse.Namespace) -> int:
+    from sdqlite.pipeline import Limits, as_source, describe, pipeline
+    from semantics.run import check_program, context
+
+    text, _ = _source(args.file)
+    prog = parse_program(text)
+    ctx = context(prog, _inputs(prog, args.input))
+    elab, _ = check_program(prog, ctx)
+    stages = pipeline(elab, ctx, args.wrt, Limits(args.iter_limit, args.node_limit,
+                                                  args.time_limit))
+    if args.stages:
+        print(describe(stages), file=sys.stderr)
+    else:
+        for s in stages:
+            report = ", ".join(f"{k} {v}" for k, v in s.report.items() if k != "rules fired")
+            print(f"{s.name}: {s.seconds:.3f} s" + (f"; {report}" if report else ""),
+                  file=sys.stderr)
+    print(as_source(stages[-1].program, ctx), end="")
+    return 0
+
+
 def cmd_repl(args: argparse.Namespace) -> int:
     from sdqlite.repl import repl
 
@@ -131,6 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also print the expanded program (on stderr)")
     p.add_argument("--type", action="store_true", help="also print the type (on stderr)")
     p.set_defaults(run=cmd_grad)
+
+    p = sub.add_parser(
+        "opt", help="the pipeline of Fig. arch (saturation, ANF, AD, sparsity propagation, "
+                    "saturation, normalization); the final program goes to stdout")
+    p.add_argument("file", help="source file ('-' for stdin)")
+    p.add_argument("--wrt", metavar="X", help="differentiate w.r.t. this input")
+    p.add_argument("--input", "-i", **inp)  # type: ignore[arg-type]
+    p.add_argument("--stages", action="store_true", help="print every stage (on stderr)")
+    p.add_argument("--iter-limit", type=int, default=8)
+    p.add_argument("--node-limit", type=int, default=20_000)
+    p.add_argument("--time-limit", type=float, default=10.0, help="seconds per saturation")
+    p.set_defaults(run=cmd_opt)
 
     p = sub.add_parser("repl", help="the interactive read-eval-print loop")
     p.set_defaults(run=cmd_repl)

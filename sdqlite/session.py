@@ -51,6 +51,8 @@ Enter an SDQLite expression to evaluate it, or a declaration `NAME : TYPE`.
   :anf EXPR                    show the ANF of an expression (§5.1)
   :fad EXPR                    show scalar forward mode F[e] of its ANF (tangents x')
   :grad EXPR X                 expand `gradient EXPR X` (Fig. api), show it and its value
+  :opt EXPR                    the optimizer's stages (Fig. arch) on EXPR
+  :opt EXPR wrt X              ... differentiating EXPR w.r.t. X
   :inputs                      list the declared inputs and their values
   :help                        this text
   :quit                        leave (also Ctrl-D)
@@ -115,6 +117,15 @@ class Session:
                 expr = self._parse(body, ":grad EXPR X")
                 expanded, t = typecheck(Gradient(expr, x, span=expr.span), self._ctx())
                 return f"{show(expanded)}\n{self._value(expanded, t)}"
+            case "opt":
+                from sdqlite.pipeline import describe, pipeline
+
+                body, sep, x = arg.rpartition(" wrt ")
+                if not sep:
+                    body, x = arg, ""
+                self.source = body
+                elab, _ = self._elaborate(body, ":opt EXPR [wrt X]")
+                return describe(pipeline(elab, self._ctx(), x.strip() or None))
             case "inputs":
                 lines = []
                 for n, t in sorted(self.types.items()):
