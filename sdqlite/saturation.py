@@ -360,6 +360,12 @@ def _sum_fact_key(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     return g.add(ENode("single", (key, g.add(ENode("sum", (s["r"], s["b"]))))))
 
 
+def _sum_fact_key_in(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
+    """{a -> sum(<k,v> in r) b} ~> sum(<k,v> in r) {a↑2 -> b}"""
+    key = _moved("a", 2)(g, s)
+    return g.add(ENode("sum", (s["r"], g.add(ENode("single", (key, s["b"]))))))
+
+
 def _beta(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     """let x = a in b ~> b[x := a]"""
     body, rhs = _representative(g, s["b"]), _representative(g, s["a"])
@@ -420,6 +426,12 @@ SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
         ("singleton/multiplication", Rewrite(
             "sing-mult-4", _p("mul", B, _p("single", A, C)), _p("single", A, _p("mul", B, C)),
             _both(_scalar("b"), _no_dense))),
+        ("algebra", Rewrite("eq-comm", _p("eq", A, B), _p("eq", B, A))),
+        ("if-then", Rewrite(
+            "if-mult2", _p("mul", A, _p("if", C, B)), _p("if", C, _p("mul", A, B)), _no_dense)),
+        ("sum factorization", Rewrite(
+            "sum-fact-inv-3", _p("single", A, _p("sum", R, B)), _sum_fact_key_in)),
+        ("cleanup", Rewrite("unique-rm", _p("unique", A), A)),
         ("cleanup", Rewrite(
             "sum-sing", _p("sum", R, _p("single", PNode(("bvar", 1, INT)), PVar("v"))), R,
             lambda g, c, s: _sparse_dict("r")(g, c, s) and _is_bvar0(g, s["v"]))),
