@@ -10,6 +10,7 @@ import numpy as np
 
 from paper_examples.catalog import EXAMPLES, Example
 from paper_examples.differentiation import AD_EXAMPLES, report
+from paper_examples.optimization import OPT_EXAMPLES, report_opt
 from sdqlite.errors import SDQLiteError, format_error
 from sdqlite.parser import parse_program
 from sdqlite.printer import show
@@ -50,9 +51,11 @@ def _short(text: str, limit: int = 300) -> str:
 def main(names: Sequence[str] = ()) -> int:
     chosen = [e for e in EXAMPLES if not names or e.name in names]
     chosen_ad = [e for e in AD_EXAMPLES if not names or e.name in names]
-    unknown = set(names) - {e.name for e in EXAMPLES} - {e.name for e in AD_EXAMPLES}
+    chosen_opt = [e for e in OPT_EXAMPLES if not names or e.name in names]
+    known = [e.name for e in EXAMPLES] + [e.name for e in AD_EXAMPLES] + [
+        e.name for e in OPT_EXAMPLES]
+    unknown = set(names) - set(known)
     if unknown:
-        known = [e.name for e in EXAMPLES] + [e.name for e in AD_EXAMPLES]
         print(f"unknown example(s): {', '.join(sorted(unknown))}; known: {', '.join(known)}",
               file=sys.stderr)
         return 2
@@ -66,13 +69,18 @@ def main(names: Sequence[str] = ()) -> int:
                   file=sys.stderr)
             failed.append(ex.name)
     failed_ad = [ex.name for ex in chosen_ad if not report(ex)]
+    failed_opt = [ex.name for ex in chosen_opt if not report_opt(ex)]
     print(f"{len(chosen) - len(failed)} of {len(chosen)} paper examples agree with "
           "their numpy/scipy expectations" + (f"; failed: {', '.join(failed)}" if failed else ""))
     if chosen_ad:
         print(f"{len(chosen_ad) - len(failed_ad)} of {len(chosen_ad)} differentiation examples "
               "match the paper's listings and agree with the sympy oracle"
               + (f"; failed: {', '.join(failed_ad)}" if failed_ad else ""))
-    return 1 if failed or failed_ad else 0
+    if chosen_opt:
+        print(f"{len(chosen_opt) - len(failed_opt)} of {len(chosen_opt)} optimization examples "
+              "keep the meaning of their input (reaching the paper's program is reported above)"
+              + (f"; failed: {', '.join(failed_opt)}" if failed_opt else ""))
+    return 1 if failed or failed_ad or failed_opt else 0
 
 
 if __name__ == "__main__":

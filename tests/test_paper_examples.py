@@ -5,6 +5,7 @@ import pytest
 from paper_examples.__main__ import main, run_example
 from paper_examples.catalog import EXAMPLES, Example
 from paper_examples.differentiation import AD_EXAMPLES, ADExample, run_ad_example
+from paper_examples.optimization import OPT_EXAMPLES, OptExample, run_opt_example
 from sdqlite.printer import show
 
 
@@ -18,6 +19,18 @@ def test_differentiation_example(ex: ADExample) -> None:
     out = run_ad_example(ex)
     assert out.matches_paper, show(out.transformed)
     assert out.agrees, (out.value, out.expected)
+
+
+@pytest.mark.parametrize("ex", OPT_EXAMPLES, ids=lambda e: e.name)
+def test_optimization_example(ex: OptExample) -> None:
+    out = run_opt_example(ex)
+    assert out.agrees
+    assert out.reached or ex.reached_note, "a missed target must say why"
+
+
+def test_optimization_examples_that_reach_the_paper() -> None:
+    reached = {ex.name for ex in OPT_EXAMPLES if run_opt_example(ex).reached}
+    assert reached == {"opt_dot_sparsity", "opt_batax_logical"}
 
 
 def test_runner_reports_all(capsys: pytest.CaptureFixture[str]) -> None:
