@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROFILE ?= dev
 
-.PHONY: setup examples test properties lint clean
+.PHONY: setup examples test properties bench clean
 
 setup: $(VENV)/.installed
 
@@ -22,9 +22,12 @@ examples: setup
 	$(BIN)/sdqlite examples
 
 test: setup
-	$(BIN)/ruff check sdqlite semantics codegen properties paper_examples tests
+	$(BIN)/ruff check sdqlite semantics codegen properties paper_examples tests benchmarks
 	$(BIN)/mypy
 	HYPOTHESIS_PROFILE=$(PROFILE) $(BIN)/pytest
+
+bench: setup
+	$(BIN)/python -m benchmarks.optimizer
 
 properties: setup
 	HYPOTHESIS_PROFILE=$(PROFILE) $(BIN)/pytest properties

@@ -1,0 +1,1 @@
+"""Benchmarks that print figures (no timed tests)."""
