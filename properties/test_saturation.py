@@ -7,9 +7,12 @@
   programs of both fragments and differentiated ones; extraction never returns a program
   costlier than its input under the cost model.
 * Every rule fires on some generated program.
+* Every semantic guard is needed: without it the rule rewrites some instance wrongly
+  (``SATURATION_GUARD_COUNTEREXAMPLES``).
 """
 
 from collections import Counter
+from fractions import Fraction
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,9 +20,21 @@ from hypothesis import strategies as st
 from properties.generators import Generated, environments
 from properties.test_rules import rewrite_sites
 from sdqlite.ast import Expr
+from sdqlite.egraph import EGraph, Rewrite, ematch, extract
+from sdqlite.errors import SDQLiteError
 from sdqlite.names import NameSupply, alpha_normal, names_in
-from sdqlite.saturation import SATURATION_RULES, decode, encode, optimize
+from sdqlite.parser import parse_expr
+from sdqlite.saturation import (
+    SATURATION_RULES,
+    Info,
+    SDQLiteAnalysis,
+    cost_model,
+    decode,
+    encode,
+    optimize,
+)
 from sdqlite.typecheck import typecheck
+from sdqlite.types import REAL, DictT, Type, tensor
 from semantics.interp import evaluate
 from semantics.values import FRACTION, values_equal
 
@@ -73,3 +88,41 @@ def test_every_saturation_rule_fires() -> None:
     collect()
     never = sorted(set(SATURATION_RULES) - set(fired))
     assert not never, f"saturation rules never fired: {never}"
+
+
+# rule name -> (Γ, an instance its semantic guard rejects, where the rule is wrong)
+SATURATION_GUARD_COUNTEREXAMPLES: dict[str, tuple[dict[str, Type], str]] = {
+    # b1 is zero, so the inner dictionary is empty; fused, the body 1.0 counts V's entries
+    "sum-sum-vert-fuse-1": ({"V": tensor(1)},
+                            "sum(<k1, v1> in sum(<k2, v2> in V) {k2 -> v2 * 0.0}) 1.0"),
+    # the identity map turns a dense array into a dictionary: another type
+    "sum-sing": ({"a": DictT(REAL, dense=True)}, "sum(<k, v> in a) {k -> v}"),
+    # b * {a -> c} = {a -> b * c} only for a scalar b: a dictionary b reorders the indices
+    "sing-mult-3": ({"V": tensor(1), "W": tensor(1)}, "{0 -> V * W}"),
+}
+
+
+def test_saturation_guards_are_needed() -> None:
+    from semantics.values import dense
+
+    env = {"V": {0: Fraction(2), 1: Fraction(3)}, "W": {0: Fraction(5)},
+           "a": dense([Fraction(1), Fraction(0)])}
+    for name, (ctx, text) in SATURATION_GUARD_COUNTEREXAMPLES.items():
+        _, rw = SATURATION_RULES[name]
+        e, t = typecheck(parse_expr(text), ctx)
+        g: EGraph[Info] = EGraph(SDQLiteAnalysis())
+        root = g.add_term(encode(e, ctx))
+        subst = next(ematch(g, rw.lhs, root), None)
+        assert subst is not None, f"{name} should match {text}"
+        assert rw.condition is not None and not rw.condition(g, root, subst), name
+        unguarded = Rewrite(rw.name, rw.lhs, rw.rhs)  # the same rule, no condition
+        new = unguarded.apply(g, root, subst)
+        assert new is not None, name
+        program = decode(extract(g, new, cost_model(g))[1], NameSupply(names_in(e)))
+        env_here = {x: env[x] for x in ctx}
+        try:
+            r_elab, rt = typecheck(program, ctx)
+        except SDQLiteError:
+            continue  # ill-typed without the guard: needed
+        assert rt != t or evaluate(r_elab, env_here, FRACTION) != evaluate(
+            e, env_here, FRACTION), f"{name}: no wrong rewrite without the guard"

@@ -366,6 +366,46 @@ def _sum_fact_key_in(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     return g.add(ENode("sum", (s["r"], g.add(ENode("single", (key, s["b"]))))))
 
 
+def strict(t: Term, index: int) -> bool:
+    """A sufficient, syntactic test that ``t`` is zero whenever the variable ``index`` is
+    zero (for types without dense layers, where zero is ``{}`` or ``0``)."""
+    op, kids = t.op, t.children
+    if isinstance(op, tuple):
+        return bool(op[0] == "bvar" and op[1] == index)
+    match op:
+        case "mul":
+            return strict(kids[0], index) or strict(kids[1], index)
+        case "add":
+            return strict(kids[0], index) and strict(kids[1], index)
+        case "single" | "if":
+            return strict(kids[1], index)
+        case "lookup":
+            return strict(kids[0], index)
+        case "sum":
+            return strict(kids[0], index) or strict(kids[1], index + 2)
+        case "let":
+            return strict(kids[1], index + 1)
+    return False
+
+
+def _fusion_guard(g: EGraph[Info], cid: ClassId, s: Subst) -> bool:
+    """b2 maps a zero v1 to zero, and nothing involved is dense."""
+    types = (g.data(cid).type, g.data(s["b1"]).type)
+    return (not any(_has_dense(t) for t in types)
+            and strict(_representative(g, s["b2"]), 0))
+
+
+def _fuse(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
+    """sum(<k1,v1> in sum(<k2,v2> in r) {k2 -> b1}) b2
+         ~> sum(<k2,v2> in r) let k1 = k2 in let v1 = b1 in b2"""
+    key_type = INT
+    b1 = _moved("b1", 1)(g, s)  # under the new `let k1`
+    b2 = _moved("b2", 2, 2)(g, s)  # its outer indices now also pass v2 and k2
+    inner = g.add(ENode("let", (b1, b2)))
+    body = g.add(ENode("let", (g.add(ENode(("bvar", 1, key_type))), inner)))
+    return g.add(ENode("sum", (s["r"], body)))
+
+
 def _beta(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     """let x = a in b ~> b[x := a]"""
     body, rhs = _representative(g, s["b"]), _representative(g, s["a"])
@@ -432,6 +472,11 @@ SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
         ("sum factorization", Rewrite(
             "sum-fact-inv-3", _p("single", A, _p("sum", R, B)), _sum_fact_key_in)),
         ("cleanup", Rewrite("unique-rm", _p("unique", A), A)),
+        ("vertical fusion", Rewrite(
+            "sum-sum-vert-fuse-1",
+            _p("sum", _p("sum", R, _p("single", PNode(("bvar", 1, INT)), PVar("b1"))),
+               PVar("b2")),
+            _fuse, _fusion_guard)),
         ("cleanup", Rewrite(
             "sum-sing", _p("sum", R, _p("single", PNode(("bvar", 1, INT)), PVar("v"))), R,
             lambda g, c, s: _sparse_dict("r")(g, c, s) and _is_bvar0(g, s["v"]))),
