@@ -406,6 +406,12 @@ def _fuse(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     return g.add(ENode("sum", (s["r"], body)))
 
 
+def _lookup_sum(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
+    """(sum(<k,v> in r) b)(a) ~> sum(<k,v> in r) b(a↑2)   (lookup is linear)"""
+    key = _moved("a", 2)(g, s)
+    return g.add(ENode("sum", (s["r"], g.add(ENode("lookup", (s["b"], key))))))
+
+
 def _beta(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     """let x = a in b ~> b[x := a]"""
     body, rhs = _representative(g, s["b"]), _representative(g, s["a"])
@@ -471,6 +477,10 @@ SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
             "if-mult2", _p("mul", A, _p("if", C, B)), _p("if", C, _p("mul", A, B)), _no_dense)),
         ("sum factorization", Rewrite(
             "sum-fact-inv-3", _p("single", A, _p("sum", R, B)), _sum_fact_key_in)),
+        ("lookups", Rewrite("lookup-sum", _p("lookup", _p("sum", R, B), A), _lookup_sum,
+                            lambda g, c, s: not _has_dense(g.data(c).type))),
+        ("lookups", Rewrite("lookup-single", _p("lookup", _p("single", A, B), C),
+                            _p("if", _p("eq", A, C), B))),
         ("cleanup", Rewrite("unique-rm", _p("unique", A), A)),
         ("vertical fusion", Rewrite(
             "sum-sum-vert-fuse-1",

@@ -125,9 +125,21 @@ def jacobian(e: Expr, ctx: Mapping[str, Type], out: Type, env: Mapping[str, Valu
 
 
 def finite_jacobian(e: Expr, ctx: Mapping[str, Type], out: Type, env: Mapping[str, Value],
-                    x: str, h: float = 1e-6) -> Value:
-    """∂⟦e⟧/∂x at env by central differences (floats), laid out like ``jacobian``."""
-    base = {n: map_real_leaves(v, ctx[n], lambda _, r: float(r)) for n, v in env.items()}
+                    x: str, h: float = 1e-6, jitter: float = 1e-7) -> Value:
+    """∂⟦e⟧/∂x at env by central differences (floats), laid out like ``jacobian``.
+
+    Like the oracle, at a generic point: every real input entry is moved by a tiny,
+    distinct ``jitter`` so that no intermediate entry cancels to exactly zero (where
+    the concrete function's support, and so its derivative, would jump)."""
+    def generic(path: Path, r: Any, name: str) -> float:
+        return float(r) + jitter * (1 + (hash((name, path)) % 997) / 997)
+
+    base: dict[str, Value] = {}
+    for n, v in env.items():
+        def moved(p: Path, r: Any, n: str = n) -> float:
+            return generic(p, r, n)
+
+        base[n] = map_real_leaves(v, ctx[n], moved)
     jac: Value = {} if isinstance(out, DictT) or isinstance(ctx[x], DictT) else 0.0
     for q, _ in real_leaves(base[x], ctx[x]):
         def at(delta: float, q: Path = q) -> dict[Path, Any]:
