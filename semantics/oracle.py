@@ -19,6 +19,7 @@ numeric check of the oracle itself.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
@@ -132,7 +133,8 @@ def finite_jacobian(e: Expr, ctx: Mapping[str, Type], out: Type, env: Mapping[st
     distinct ``jitter`` so that no intermediate entry cancels to exactly zero (where
     the concrete function's support, and so its derivative, would jump)."""
     def generic(path: Path, r: Any, name: str) -> float:
-        return float(r) + jitter * (1 + (hash((name, path)) % 997) / 997)
+        stable = zlib.crc32(repr((name, path)).encode())  # not hash(): it is salted per run
+        return float(r) + jitter * (1 + (stable % 997) / 997)
 
     base: dict[str, Value] = {}
     for n, v in env.items():
