@@ -51,7 +51,6 @@ class Match:
     binders: dict[str, str]
     ctx: Ctx
     type: Type
-    rule: Rule | None = None
 
     def type_of(self, metavar: str) -> Type:
         """The type of a matched sub-expression (which lives in the matched node's scope
@@ -97,7 +96,7 @@ class Rule:
         binders: dict[str, str] = {}
         if not _match(self.pattern, e, set(self.metavars), exprs, binders):
             return None
-        m = Match(exprs, binders, ctx, synth(ctx, e)[1], self)
+        m = Match(exprs, binders, ctx, synth(ctx, e)[1])
         if check and not all(c.holds(m) for c in self.conditions):
             return None
         return m

@@ -519,15 +519,15 @@ def optimize(e: Expr, ctx: Ctx, *, rules: list[str] | None = None, iter_limit: i
     before = _term_cost(g, term, cost)
     report = run(g, chosen, iter_limit=iter_limit, node_limit=node_limit,
                  time_limit=time_limit)
-    after, best = extract(g, root, cost)
-    if after > before:  # cannot happen: the input is in the root class
-        best, after = term, before
+    after, best = extract(g, root, cost)  # ≤ before: the input is in the root class
     out = decode(best, NameSupply(names_in(e) | set(ctx)))
     elab, _ = typecheck(out, ctx)
     return Optimized(elab, report, before, after)
 
 
 def _term_cost(g: EGraph[Info], t: Term, cost: Callable[[ENode, list[float]], float]) -> float:
+    """The cost of a term already in ``g`` (its children's classes give their types)."""
+    ids = tuple(g.lookup_term(c) for c in t.children)
+    assert all(i is not None for i in ids), "the term was added to the e-graph"
     kids = [_term_cost(g, c, cost) for c in t.children]
-    node = ENode(t.op, tuple(g.lookup_term(c) or 0 for c in t.children))
-    return cost(node, kids)
+    return cost(ENode(t.op, tuple(i for i in ids if i is not None)), kids)
