@@ -12,24 +12,12 @@ rule applies (in particular no ``let x = zero[D]`` is left).
 from hypothesis import given
 from hypothesis import strategies as st
 
-from properties.generators import Generated, environments
-from properties.test_rules import places, rewrite_sites
+from properties.generators import Generated
+from properties.test_rules import assert_same_meaning, places, rewrite_sites
 from sdqlite.ast import Expr
 from sdqlite.passes import normalize_multiplication, sparsity_propagation
 from sdqlite.rules import NORMALIZATION, SPARSITY, family
-from sdqlite.typecheck import Ctx, typecheck
-from semantics.interp import evaluate
-from semantics.values import FRACTION, values_equal
-
-
-def _check(site: tuple[Generated, Expr], result: Expr, data: st.DataObject) -> None:
-    g, elab = site
-    _, t = typecheck(elab, g.ctx)
-    _, t2 = typecheck(result, g.ctx)
-    assert t2 == t
-    env = data.draw(environments(g.ctx, exact=True))
-    assert values_equal(evaluate(elab, env, FRACTION), evaluate(result, env, FRACTION),
-                        rel_tol=1e-9, abs_tol=1e-12)
+from sdqlite.typecheck import Ctx
 
 
 @given(rewrite_sites(), st.data())
@@ -37,7 +25,7 @@ def test_sparsity_propagation_is_sound(site: tuple[Generated, Expr],
                                        data: st.DataObject) -> None:
     g, elab = site
     out = sparsity_propagation(elab, g.ctx).program
-    _check(site, out, data)
+    assert_same_meaning(site, out, data)
     _assert_normal_form(out, g.ctx, SPARSITY)
 
 
@@ -46,7 +34,7 @@ def test_normalization_is_sound_and_leaves_scalar_products(site: tuple[Generated
                                                           data: st.DataObject) -> None:
     g, elab = site
     out = normalize_multiplication(elab, g.ctx).program
-    _check(site, out, data)
+    assert_same_meaning(site, out, data)
     _assert_normal_form(out, g.ctx, NORMALIZATION)
 
 

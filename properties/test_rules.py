@@ -60,6 +60,17 @@ def rewrite_sites(draw: Draw) -> tuple[Generated, Expr]:
     return g, elab
 
 
+def assert_same_meaning(site: tuple[Generated, Expr], out: Expr, data: st.DataObject) -> None:
+    """``out`` has the type and, on a generated environment, the value of the site's
+    program (exactly over the rationals; to 1e-9 where unary operations use floats)."""
+    g, elab = site
+    _, t = typecheck(elab, g.ctx)
+    out_elab, t2 = typecheck(out, g.ctx)
+    assert t2 == t
+    env = data.draw(environments(g.ctx, exact=True))
+    assert _same(evaluate(elab, env, FRACTION), evaluate(out_elab, env, FRACTION))
+
+
 def _same(a: object, b: object) -> bool:
     return values_equal(a, b, rel_tol=1e-9, abs_tol=1e-12)
 

@@ -17,8 +17,8 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from properties.generators import Generated, environments
-from properties.test_rules import rewrite_sites
+from properties.generators import Generated
+from properties.test_rules import assert_same_meaning, rewrite_sites
 from sdqlite.ast import Expr
 from sdqlite.egraph import EGraph, Rewrite, ematch, extract
 from sdqlite.errors import SDQLiteError
@@ -36,20 +36,10 @@ from sdqlite.saturation import (
 from sdqlite.typecheck import typecheck
 from sdqlite.types import REAL, DictT, Type, tensor
 from semantics.interp import evaluate
-from semantics.values import FRACTION, values_equal
+from semantics.values import FRACTION
 
 Site = tuple[Generated, Expr]
 LIMITS = {"iter_limit": 4, "node_limit": 3000, "time_limit": 20.0}
-
-
-def _same_meaning(site: Site, out: Expr, data: st.DataObject) -> None:
-    g, elab = site
-    _, t = typecheck(elab, g.ctx)
-    _, t2 = typecheck(out, g.ctx)
-    assert t2 == t
-    env = data.draw(environments(g.ctx, exact=True))
-    assert values_equal(evaluate(elab, env, FRACTION), evaluate(out, env, FRACTION),
-                        rel_tol=1e-9, abs_tol=1e-12)
 
 
 @given(rewrite_sites(), st.data())
@@ -57,7 +47,7 @@ def test_de_bruijn_round_trip(site: Site, data: st.DataObject) -> None:
     g, elab = site
     back = decode(encode(elab, g.ctx), NameSupply(names_in(elab) | set(g.ctx)))
     assert alpha_normal(back) == alpha_normal(elab)
-    _same_meaning(site, typecheck(back, g.ctx)[0], data)
+    assert_same_meaning(site, typecheck(back, g.ctx)[0], data)
 
 
 @given(rewrite_sites(), st.sampled_from(sorted(SATURATION_RULES)), st.data())
@@ -65,7 +55,7 @@ def test_each_rule_alone_is_sound(site: Site, rule: str, data: st.DataObject) ->
     g, elab = site
     result = optimize(elab, g.ctx, rules=[rule], **LIMITS)  # type: ignore[arg-type]
     assert result.cost_after <= result.cost_before
-    _same_meaning(site, result.program, data)
+    assert_same_meaning(site, result.program, data)
 
 
 @given(rewrite_sites(), st.data())
@@ -73,7 +63,7 @@ def test_saturation_and_extraction_are_sound(site: Site, data: st.DataObject) ->
     g, elab = site
     result = optimize(elab, g.ctx, **LIMITS)  # type: ignore[arg-type]
     assert result.cost_after <= result.cost_before
-    _same_meaning(site, result.program, data)
+    assert_same_meaning(site, result.program, data)
 
 
 def test_every_saturation_rule_fires() -> None:

@@ -13,9 +13,9 @@ Derived forms (dictionary literals, tupled ``let``, ``_``, ``-``, ``zero[T]``,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import assert_never
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, assert_never, get_args
 
 from sdqlite.errors import Span
 from sdqlite.types import Type
@@ -229,6 +229,9 @@ Expr = (
 )
 
 
+_EXPR_TYPES = frozenset(get_args(Expr))
+
+
 def children(e: Expr) -> Iterator[Expr]:
     """The immediate sub-expressions of ``e``, left to right."""
     match e:
@@ -259,6 +262,23 @@ def children(e: Expr) -> Iterator[Expr]:
             yield from elems
         case _:
             assert_never(e)
+
+
+def map_children(e: Expr, f: Callable[[Expr], Expr]) -> Expr:
+    """``e`` with ``f`` applied to each immediate sub-expression (annotations kept).
+    Binders are not renamed: callers that cross a binder handle ``Sum``/``Let`` first."""
+    changes: dict[str, Any] = {}
+    for fld in fields(e):
+        val = getattr(e, fld.name)
+        if isinstance(val, tuple):
+            changes[fld.name] = tuple(f(x) for x in val)
+        elif fld.name not in ("span", "ty") and _is_expr(val):
+            changes[fld.name] = f(val)
+    return replace(e, **changes) if changes else e
+
+
+def _is_expr(x: object) -> bool:
+    return type(x) in _EXPR_TYPES
 
 
 def subterms(e: Expr) -> Iterator[Expr]:

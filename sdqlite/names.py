@@ -5,10 +5,9 @@ every name of the program being transformed — so generated binders cannot capt
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import fields, replace
-from typing import Any
+from dataclasses import replace
 
-from sdqlite.ast import Expr, Let, Sum, Var, free_vars, subterms
+from sdqlite.ast import Expr, Let, Sum, Var, free_vars, map_children, subterms
 
 
 def names_in(e: Expr) -> set[str]:
@@ -50,24 +49,24 @@ class NameSupply:
                 return name
 
 
-def rename(e: Expr, old: str, new: str) -> Expr:
-    """``e`` with the free occurrences of ``old`` renamed to ``new`` (``new`` is fresh)."""
+def substitute(e: Expr, x: str, by: Expr) -> Expr:
+    """``e[x := by]``.  No binder of ``e`` may bind a free variable of ``by`` (true when
+    ``by`` is closed, or its free names are fresh): then no capture can happen."""
     match e:
-        case Var(name) if name == old:
-            return Var(new, span=e.span)
-        case Sum(k, v, dom) if old in (k, v):
-            return replace(e, dom=rename(dom, old, new))
-        case Let(x, rhs) if x == old:
-            return replace(e, rhs=rename(rhs, old, new))
+        case Var(name) if name == x:
+            return by
+        case Sum(k, v, d, b):
+            return replace(e, dom=substitute(d, x, by),
+                           body=b if x in (k, v) else substitute(b, x, by))
+        case Let(y, r, b):
+            return replace(e, rhs=substitute(r, x, by), body=b if y == x else substitute(b, x, by))
         case _:
-            changes: dict[str, Any] = {}
-            for f in fields(e):
-                val = getattr(e, f.name)
-                if isinstance(val, tuple):
-                    changes[f.name] = tuple(rename(x, old, new) for x in val)
-                elif f.name not in ("span", "ty") and hasattr(val, "span"):
-                    changes[f.name] = rename(val, old, new)
-            return replace(e, **changes) if changes else e
+            return map_children(e, lambda c: substitute(c, x, by))
+
+
+def rename(e: Expr, old: str, new: str) -> Expr:
+    """``e`` with the free occurrences of ``old`` renamed to the fresh name ``new``."""
+    return substitute(e, old, Var(new))
 
 
 def alpha_normal(e: Expr) -> Expr:
@@ -96,13 +95,6 @@ def alpha_normal(e: Expr) -> Expr:
                 x2 = f"b{next(counter)}"
                 return Let(x2, go(rhs, env), go(body, {**env, x: x2}))
             case _:
-                changes: dict[str, Any] = {}
-                for f in fields(e):
-                    val = getattr(e, f.name)
-                    if isinstance(val, tuple):
-                        changes[f.name] = tuple(go(x, env) for x in val)
-                    elif f.name not in ("span", "ty") and hasattr(val, "span"):
-                        changes[f.name] = go(val, env)
-                return replace(e, **changes) if changes else e
+                return map_children(e, lambda c: go(c, env))
 
     return go(e, {})

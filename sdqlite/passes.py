@@ -9,10 +9,9 @@ fires.  It takes and returns elaborated programs and reports how often each rule
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
-from sdqlite.ast import Expr, Let, Sum
+from sdqlite.ast import Expr, Let, Sum, map_children
 from sdqlite.names import NameSupply, names_in
 from sdqlite.rules import NORMALIZATION, SPARSITY, Rule, family
 from sdqlite.typecheck import Ctx, synth, typecheck
@@ -58,14 +57,7 @@ def _bottom_up(e: Expr, ctx: Ctx, rules: tuple[Rule, ...], names: NameSupply,
             rhs2 = go(rhs)
             e = replace(e, rhs=rhs2, body=go(body, {**ctx, x: synth(ctx, rhs2)[1]}))
         case _:
-            changes: dict[str, Any] = {}
-            for f in fields(e):
-                val = getattr(e, f.name)
-                if isinstance(val, tuple):
-                    changes[f.name] = tuple(go(c) for c in val)
-                elif f.name not in ("span", "ty") and hasattr(val, "span"):
-                    changes[f.name] = go(val)
-            e = replace(e, **changes) if changes else e
+            e = map_children(e, go)
     for rule in rules:
         m = rule.match(e, ctx)
         if m is not None:

@@ -19,9 +19,9 @@ guard, and ``properties/test_rules.py`` shows a wrong rewrite without it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Any, Literal
+from typing import Literal
 
 from sdqlite import sugar
 from sdqlite.ast import (
@@ -34,9 +34,9 @@ from sdqlite.ast import (
     Single,
     Sum,
     Var,
-    free_vars,
+    map_children,
 )
-from sdqlite.names import NameSupply
+from sdqlite.names import NameSupply, substitute
 from sdqlite.parser import parse_expr
 from sdqlite.typecheck import Ctx, synth
 from sdqlite.types import REAL, DictT, RealT, Type, scalar_of
@@ -180,34 +180,7 @@ def _instantiate(t: Expr, m: Match) -> Expr:
                        _instantiate(b, m))
         case Let(x, r, b):
             return Let(m.binders.get(x, x), _instantiate(r, m), _instantiate(b, m))
-    changes: dict[str, Any] = {}
-    for f in fields(t):
-        val = getattr(t, f.name)
-        if isinstance(val, tuple):
-            changes[f.name] = tuple(_instantiate(x, m) for x in val)
-        elif f.name not in ("span", "ty") and hasattr(val, "span"):
-            changes[f.name] = _instantiate(val, m)
-    return replace(t, **changes) if changes else t
-
-
-def substitute(e: Expr, x: str, by: Expr) -> Expr:
-    """``e[x := by]`` for a closed ``by`` (a constant): no capture is possible."""
-    assert not free_vars(by)
-    match e:
-        case Var(name) if name == x:
-            return by
-        case Sum(k, v, d, b):
-            return Sum(k, v, substitute(d, x, by), b if x in (k, v) else substitute(b, x, by))
-        case Let(y, r, b):
-            return Let(y, substitute(r, x, by), b if y == x else substitute(b, x, by))
-    changes: dict[str, Any] = {}
-    for f in fields(e):
-        val = getattr(e, f.name)
-        if isinstance(val, tuple):
-            changes[f.name] = tuple(substitute(c, x, by) for c in val)
-        elif f.name not in ("span", "ty") and hasattr(val, "span"):
-            changes[f.name] = substitute(val, x, by)
-    return replace(e, **changes) if changes else e
+    return map_children(t, lambda c: _instantiate(c, m))
 
 
 # ---- conditions -------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from sdqlite.ast import (
     UnOp,
     Var,
 )
-from sdqlite.errors import SDQLTypeError, Span
+from sdqlite.errors import SDQLiteError, SDQLTypeError, Span
 from sdqlite.ops import UNARY_OPS
 from sdqlite.types import BOOL, INT, REAL, DictT, RealT, Type, is_semiring, otimes, scalar_of
 
@@ -186,16 +186,6 @@ def synth(ctx: Ctx, e: Expr) -> tuple[Expr, Type]:
         case Unique(a):  # Physical, [unique]: the identity
             a2, t = synth(ctx, a)
             return Unique(a2, span=e.span), t
-        case Gradient(body, x):  # Fig. api: expanded here, where the types are known
-            from sdqlite.errors import SDQLiteError
-            from sdqlite.gradient import gradient
-
-            body2, _ = synth(ctx, body)
-            try:
-                expansion = gradient(body2, x, ctx)
-            except SDQLiteError as err:
-                raise SDQLTypeError(err.message, err.span or e.span) from None
-            return synth(ctx, expansion)
         case Gradient(body, x):  # Fig. api: expanded here, where the types are known
             from sdqlite.gradient import gradient
 
