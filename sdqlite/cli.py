@@ -122,6 +122,18 @@ def cmd_examples(args: argparse.Namespace) -> int:
     return examples(args.names)
 
 
+def _at_least(low: float, kind: Callable[[str], float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, found {text}")
+        return value
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="sdqlite",
@@ -160,9 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wrt", metavar="X", help="differentiate w.r.t. this input")
     p.add_argument("--input", "-i", **inp)  # type: ignore[arg-type]
     p.add_argument("--stages", action="store_true", help="print every stage (on stderr)")
-    p.add_argument("--iter-limit", type=int, default=8)
-    p.add_argument("--node-limit", type=int, default=20_000)
-    p.add_argument("--time-limit", type=float, default=10.0, help="seconds per saturation")
+    p.add_argument("--iter-limit", type=_at_least(0, int), default=8)
+    p.add_argument("--node-limit", type=_at_least(1, int), default=20_000)
+    p.add_argument("--time-limit", type=_at_least(0, float), default=10.0,
+                   help="seconds per saturation")
     p.set_defaults(run=cmd_opt)
 
     p = sub.add_parser("repl", help="the interactive read-eval-print loop")

@@ -28,7 +28,7 @@ def read_input(spec: str, declared: Type | None = None) -> tuple[str, Input]:
     name, sep, rhs = spec.partition("=")
     name, rhs = name.strip(), rhs.strip()
     if not sep or not IDENT.fullmatch(name):
-        raise DataError(f"--input {spec!r}: expected NAME=PATH or NAME=VALUE")
+        raise DataError(f"expected an input as NAME=PATH or NAME=VALUE, found {spec!r}")
     if rhs.endswith((".npy", ".mtx")) or Path(rhs).is_file():
         value, t = load(rhs)
         return name, Input(value, t)

@@ -56,7 +56,8 @@ class Result:
 
 def check_program(program: Program, ctx: Ctx) -> tuple[Expr, Type]:
     if program.expr is None:
-        raise SDQLTypeError("the file declares inputs but has no expression to evaluate")
+        raise SDQLTypeError("the program has no expression to evaluate"
+                            + (" (only input declarations)" if program.decls else ""))
     return typecheck(program.expr, ctx)
 
 
