@@ -1,4 +1,5 @@
-"""The passes preserve meaning and type (§5.2, Fig. fig:trans).
+"""The passes preserve meaning and type (§5.2, Fig. fig:trans, and the lookup at an
+iterated key).
 
 For generated Γ ⊢ e : T — of Logical and of Physical SDQLite, and differentiated
 (``gradient e x``) — sparsity propagation and multiplication normalization return a
@@ -9,13 +10,15 @@ tensor has become a sum of scalar products), and after sparsity propagation no s
 rule applies (in particular no ``let x = zero[D]`` is left).
 """
 
-from hypothesis import given
+from collections import Counter
+
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from properties.generators import Generated
 from properties.test_rules import assert_same_meaning, places, rewrite_sites
 from sdqlite.ast import Expr
-from sdqlite.passes import normalize_multiplication, sparsity_propagation
+from sdqlite.passes import iterated_key_lookup, normalize_multiplication, sparsity_propagation
 from sdqlite.rules import NORMALIZATION, SPARSITY, family
 from sdqlite.typecheck import Ctx
 
@@ -42,3 +45,22 @@ def _assert_normal_form(e: Expr, ctx: Ctx, name: str) -> None:
     for sub_e, scope in places(e, ctx):
         for rule in family(name):
             assert rule.match(sub_e, scope) is None, f"{rule.name} still applies to {sub_e}"
+
+
+@given(rewrite_sites(), st.data())
+def test_iterated_key_lookup_is_sound(site: tuple[Generated, Expr], data: st.DataObject) -> None:
+    g, elab = site
+    assert_same_meaning(site, iterated_key_lookup(elab, g.ctx).program, data)
+
+
+def test_iterated_key_lookup_fires_on_generated_gradients() -> None:
+    fired: Counter[str] = Counter()
+
+    @settings(max_examples=200, derandomize=True, database=None)
+    @given(rewrite_sites())
+    def collect(site: tuple[Generated, Expr]) -> None:
+        g, elab = site
+        fired.update(iterated_key_lookup(elab, g.ctx).fired)
+
+    collect()
+    assert fired["iterated-key-lookup"] > 0

@@ -1,7 +1,8 @@
 """The transformations of Fig. fig:arch as one function.
 
     pre-differentiation saturation → ANF → AD (gradient e x) → sparsity propagation
-    → saturation → multiplication normalization
+    (with lookups at keys iterated from the same dictionary) → saturation
+    → multiplication normalization
 
 Without a variable to differentiate by, the program is only saturated and normalized.
 Every stage's program is kept (``Stage``), with what it did: rules fired, e-graph size,
@@ -17,7 +18,12 @@ from dataclasses import dataclass, field
 from sdqlite.anf import anf
 from sdqlite.ast import Expr
 from sdqlite.gradient import gradient
-from sdqlite.passes import PassResult, normalize_multiplication, sparsity_propagation
+from sdqlite.passes import (
+    PassResult,
+    iterated_key_lookup,
+    normalize_multiplication,
+    sparsity_propagation,
+)
 from sdqlite.saturation import optimize
 from sdqlite.typecheck import Ctx, typecheck
 
@@ -62,6 +68,8 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits = Limits(
         stage(f"AD (gradient w.r.t. {wrt})",
               lambda x: (typecheck(gradient(x, wrt, ctx), ctx)[0], {}))
         stage("sparsity propagation", lambda x: _pass(sparsity_propagation(x, ctx)))
+        stage("iterated-key lookups", lambda x: _pass(iterated_key_lookup(x, ctx)))
+        stage("sparsity propagation (again)", lambda x: _pass(sparsity_propagation(x, ctx)))
         stage("saturation (post-differentiation)", saturate)
     stage("multiplication normalization", lambda x: _pass(normalize_multiplication(x, ctx)))
     return stages

@@ -7,8 +7,10 @@ import pytest
 from sdqlite import parse_expr, show, typecheck
 from sdqlite.names import alpha_normal
 from sdqlite.passes import normalize_multiplication, sparsity_propagation
+from sdqlite.pipeline import pipeline
 from sdqlite.rules import RULES
-from sdqlite.types import REAL, tensor
+from sdqlite.types import REAL, DictT, tensor
+from semantics.interp import evaluate
 
 
 def test_sparsity_propagation_on_the_differentiated_dot_product() -> None:
@@ -92,5 +94,21 @@ def test_repl_opt_shows_every_stage() -> None:
     names = [line for line in out.splitlines() if line.startswith("==")]
     assert [n.rsplit(" (", 1)[0] for n in names] == [
         "== input", "== saturation (pre-differentiation)", "== ANF",
-        "== AD (gradient w.r.t. V1)", "== sparsity propagation",
-        "== saturation (post-differentiation)", "== multiplication normalization"]
+        "== AD (gradient w.r.t. V1)", "== sparsity propagation", "== iterated-key lookups",
+        "== sparsity propagation (again)", "== saturation (post-differentiation)",
+        "== multiplication normalization"]
+
+
+def test_gradient_of_a_linear_function_stops_reading_the_dense_variable() -> None:
+    """Issue: where the optimizer can prove it, the optimized gradient of a function
+    linear in a dense x no longer reads x's values — only its positions."""
+    from semantics.values import dense
+
+    ctx = {"x": DictT(REAL, dense=True), "w": tensor(1)}
+    e, _ = typecheck(parse_expr("sum(<i, a> in x) a * w(i)"), ctx)
+    final = pipeline(e, ctx, "x")[-1].program
+    assert alpha_normal(final) == alpha_normal(parse_expr("sum(<k, _> in x) {k -> w(k)}"))
+    w = {0: 2.0, 2: 5.0}
+    one = evaluate(final, {"x": dense([1.0, 0.0, 3.0]), "w": w})
+    other = evaluate(final, {"x": dense([7.0, -4.0, 0.5]), "w": w})
+    assert one == other == {0: 2.0, 2: 5.0}  # every position of x, whatever its value
