@@ -93,6 +93,11 @@ def assert_congruence_closed(g: EGraph[object]) -> None:
        st.lists(st.tuples(st.integers(0, 99), st.integers(0, 99)), max_size=4),
        st.tuples(st.integers(0, 99), st.integers(0, 99)))
 @example([Term("+", (Term("a"), Term("b")))], [(1, 2)], (1, 2))
+# Shrunk: a union inside repair merged classes into the one being repaired, and their
+# parents were overwritten; the memo kept a stale entry.
+@example([Term("+", (Term("*", (Term("a"), Term("b"))), Term("*", (Term("a"), Term("c"))))),
+          Term("+", (Term("b"), Term("+", (Term("a"), Term("b")))))],
+         [(0, 1), (0, 8), (0, 18), (16, 65)], (0, 0))
 def test_congruence_closure_after_rebuild(ts: list[Term], unions: list[tuple[int, int]],
                                           probe: tuple[int, int]) -> None:
     g: EGraph[object] = EGraph()

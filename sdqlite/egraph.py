@@ -163,15 +163,19 @@ class EGraph(Generic[D]):
 
     def _repair(self, cid: ClassId) -> None:
         eclass = self.classes[self.find(cid)]
+        # take the parents out first: a union below may merge other classes into this one
+        # and append *their* parents, which must not be lost (nor iterated half-way)
+        parents, eclass.parents = eclass.parents, []
         new_parents: dict[ENode, ClassId] = {}
-        for node, parent in eclass.parents:
+        for node, parent in parents:
             self.memo.pop(node, None)
             node = self.canonicalize(node)
             if node in new_parents:  # two congruent parents: merge their classes
                 self.union(parent, new_parents[node])
             new_parents[node] = self.find(parent)
             self.memo[node] = self.find(parent)
-        self.classes[self.find(cid)].parents = list(new_parents.items())
+        self.classes[self.find(cid)].parents += [(n, self.find(p)) for n, p in
+                                                 new_parents.items()]
 
     def _propagate_analysis(self, cid: ClassId) -> None:
         for node, parent in list(self.classes[self.find(cid)].parents):
