@@ -56,7 +56,7 @@ def test_iterated_key_lookup_is_sound(site: tuple[Generated, Expr], data: st.Dat
 def test_iterated_key_lookup_fires_on_generated_gradients() -> None:
     fired: Counter[str] = Counter()
 
-    @settings(max_examples=200, derandomize=True, database=None)
+    @settings(max_examples=500, derandomize=True, database=None)
     @given(rewrite_sites())
     def collect(site: tuple[Generated, Expr]) -> None:
         g, elab = site

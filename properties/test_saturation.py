@@ -69,7 +69,7 @@ def test_saturation_and_extraction_are_sound(site: Site, data: st.DataObject) ->
 def test_every_saturation_rule_fires() -> None:
     fired: Counter[str] = Counter()
 
-    @settings(max_examples=150, derandomize=True, database=None)
+    @settings(max_examples=400, derandomize=True, database=None)
     @given(rewrite_sites())
     def collect(site: Site) -> None:
         g, elab = site
