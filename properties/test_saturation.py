@@ -89,6 +89,14 @@ SATURATION_GUARD_COUNTEREXAMPLES: dict[str, tuple[dict[str, Type], str]] = {
     "sum-sing": ({"a": DictT(REAL, dense=True)}, "sum(<k, v> in a) {k -> v}"),
     # b * {a -> c} = {a -> b * c} only for a scalar b: a dictionary b reorders the indices
     "sing-mult-3": ({"V": tensor(1), "W": tensor(1)}, "{0 -> V * W}"),
+    # shrunk by the thorough profile: {1 -> [0]} is {} (an all-zero entry is dropped), so
+    # the lookup is the empty array, while `if 1 = 1 then [0]` is [0]
+    "lookup-single": ({"z": DictT(REAL, dense=True)}, "{1 -> z}(1)"),
+    # {0 -> [0, 0]} is dropped, but inside the sum [0, 0] pads [1] to two positions
+    "sum-fact-3": ({"W2": DictT(DictT(REAL, dense=True)), "W": tensor(1)},
+                   "sum(<k, v> in W2) {0 -> v * W(k)}"),
+    "sum-fact-inv-3": ({"W2": DictT(DictT(REAL, dense=True)), "W": tensor(1)},
+                       "{0 -> sum(<k, v> in W2) v * W(k)}"),
 }
 
 
@@ -96,7 +104,9 @@ def test_saturation_guards_are_needed() -> None:
     from semantics.values import dense
 
     env = {"V": {0: Fraction(2), 1: Fraction(3)}, "W": {0: Fraction(5)},
-           "a": dense([Fraction(1), Fraction(0)])}
+           "a": dense([Fraction(1), Fraction(0)]), "z": dense([Fraction(0)])}
+    env_w = {"W2": {0: dense([Fraction(1), Fraction(1)]), 1: dense([Fraction(1)])},
+             "W": {1: Fraction(1)}}
     for name, (ctx, text) in SATURATION_GUARD_COUNTEREXAMPLES.items():
         _, rw = SATURATION_RULES[name]
         e, t = typecheck(parse_expr(text), ctx)
@@ -109,7 +119,7 @@ def test_saturation_guards_are_needed() -> None:
         new = unguarded.apply(g, root, subst)
         assert new is not None, name
         program = decode(extract(g, new, cost_model(g))[1], NameSupply(names_in(e)))
-        env_here = {x: env[x] for x in ctx}
+        env_here = {x: (env_w if "W2" in ctx else env)[x] for x in ctx}
         try:
             r_elab, rt = typecheck(program, ctx)
         except SDQLiteError:

@@ -435,6 +435,9 @@ def _both(*conds: Callable[[EGraph[Info], ClassId, Subst], bool]
 
 
 def _no_dense(g: EGraph[Info], cid: ClassId, s: Subst) -> bool:
+    """The matched class has no dense layer.  Dense arrays keep their extent, and an
+    all-zero array is dropped from a dictionary: rules that move values in and out of
+    singletons or sums are only exact without dense values."""
     return not _has_dense(g.data(cid).type)
 
 
@@ -457,7 +460,7 @@ SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
             _both(_independent("b", 2), _no_dense))),
         ("sum factorization", Rewrite(
             "sum-fact-3", _p("sum", R, _p("single", A, B)), _sum_fact_key,
-            _independent("a", 2))),
+            _both(_independent("a", 2), _no_dense))),
         ("sum factorization", Rewrite(
             "sum-fact-inv-1", _p("mul", A, _p("sum", R, B)), _sum_fact_in, _no_dense)),
         ("singleton/multiplication", Rewrite(
@@ -476,11 +479,11 @@ SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
         ("if-then", Rewrite(
             "if-mult2", _p("mul", A, _p("if", C, B)), _p("if", C, _p("mul", A, B)), _no_dense)),
         ("sum factorization", Rewrite(
-            "sum-fact-inv-3", _p("single", A, _p("sum", R, B)), _sum_fact_key_in)),
+            "sum-fact-inv-3", _p("single", A, _p("sum", R, B)), _sum_fact_key_in, _no_dense)),
         ("lookups", Rewrite("lookup-sum", _p("lookup", _p("sum", R, B), A), _lookup_sum,
                             lambda g, c, s: not _has_dense(g.data(c).type))),
         ("lookups", Rewrite("lookup-single", _p("lookup", _p("single", A, B), C),
-                            _p("if", _p("eq", A, C), B))),
+                            _p("if", _p("eq", A, C), B), _no_dense)),
         ("cleanup", Rewrite("unique-rm", _p("unique", A), A)),
         ("vertical fusion", Rewrite(
             "sum-sum-vert-fuse-1",
