@@ -25,7 +25,7 @@ from sdqlite.ast import Expr, Let, RealConst, Var, free_vars
 from sdqlite.fad import DiffError, fad, is_discrete, sparse, tangent_type
 from sdqlite.names import NameSupply, names_in
 from sdqlite.typecheck import Ctx
-from sdqlite.types import Type
+from sdqlite.types import Type, erase
 
 
 def wrt_type(ctx: Ctx, x: str) -> Type:
@@ -35,7 +35,7 @@ def wrt_type(ctx: Ctx, x: str) -> Type:
                         f"(inputs: {', '.join(sorted(ctx)) or 'none'})")
     if is_discrete(ctx[x]):
         raise DiffError(f"cannot differentiate with respect to {x} : {ctx[x]}: it is discrete")
-    return sparse(ctx[x])
+    return sparse(erase(ctx[x]))
 
 
 def gradient(e: Expr, x: str, ctx: Ctx) -> Expr:
@@ -44,9 +44,9 @@ def gradient(e: Expr, x: str, ctx: Ctx) -> Expr:
     names = NameSupply(names_in(e) | set(ctx))
     fvs = sorted(free_vars(e))
     tangents = {v: names.prime(v) for v in fvs}
-    body, _ = fad(e, {v: ctx[v] for v in fvs}, tau, tangents, names)
+    body, _ = fad(e, {v: erase(ctx[v]) for v in fvs}, tau, tangents, names)
     for v in reversed(fvs):
-        body = Let(tangents[v], ingrad(v, x, ctx[v], tau, names), body)
+        body = Let(tangents[v], ingrad(v, x, erase(ctx[v]), tau, names), body)
     return body
 
 

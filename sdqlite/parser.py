@@ -39,7 +39,7 @@ from sdqlite.ast import (
 )
 from sdqlite.errors import ParseError, Span
 from sdqlite.names import NameSupply, names_in
-from sdqlite.types import BOOL, INT, REAL, DictT, Type, otimes, tensor
+from sdqlite.types import BOOL, INT, REAL, DictT, Type, has_extents, otimes, tensor
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,13 @@ def _span(meta: Any) -> Span | None:
     if getattr(meta, "empty", True):
         return None
     return Span(meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _no_extents(t: Type, meta: Any, where: str) -> Type:
+    if has_extents(t):
+        raise ParseError(f"{where}[{t}]: sizes such as int[n] are declared on inputs only",
+                         _span(meta))
+    return t
 
 
 def _tspan(tok: Token) -> Span:
@@ -171,10 +178,11 @@ class _ToAst(Transformer[Token, Any]):
         return UnOp(str(op), e, span=_span(meta))
 
     def zero(self, meta: Any, t: Type) -> Expr:
-        return sugar.zero(t, _span(meta))
+        return sugar.zero(_no_extents(t, meta, "zero"), _span(meta))
 
     def onehot(self, meta: Any, t: Type, x: Expr) -> Expr:
-        return sugar.onehot(t, x, NameSupply(names_in(x)).fresh, _span(meta))
+        return sugar.onehot(_no_extents(t, meta, "onehot"), x, NameSupply(names_in(x)).fresh,
+                            _span(meta))
 
     def gradient(self, meta: Any, e: Expr, x: Token) -> Expr:
         return Gradient(e, str(x), span=_span(meta))
@@ -202,8 +210,10 @@ class _ToAst(Transformer[Token, Any]):
     def t_bool(self, meta: Any) -> Type:
         return BOOL
 
-    def t_dict(self, meta: Any, key: Token, val: Type) -> Type:
-        return DictT(val, dense=str(key) == "dense_int")
+    def t_dict(self, meta: Any, key: Token, *rest: Any) -> Type:
+        *extent, val = rest  # {KEY [n] -> val}: a declared extent (see sdqlite.types)
+        return DictT(val, dense=str(key) == "dense_int",
+                     extent=str(extent[0]) if extent else None)
 
     def t_tensor(self, meta: Any, n: Token) -> Type:
         if int(n) > 64:

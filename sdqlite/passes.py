@@ -11,7 +11,18 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from sdqlite.ast import Expr, Let, Lookup, Single, Sum, Var, free_vars, map_children, subterms
+from sdqlite.ast import (
+    Expr,
+    Let,
+    Lookup,
+    Single,
+    Sum,
+    Unique,
+    Var,
+    free_vars,
+    map_children,
+    subterms,
+)
 from sdqlite.names import NameSupply, names_in, substitute
 from sdqlite.rules import NORMALIZATION, SPARSITY, Rule, family
 from sdqlite.typecheck import Ctx, synth, typecheck
@@ -77,53 +88,104 @@ def normalize_multiplication(e: Expr, ctx: Ctx) -> PassResult:
 
 
 def iterated_key_lookup(e: Expr, ctx: Ctx) -> PassResult:
-    """Lookups at a key that comes from iterating the same dictionary (DESIGN.md: a
-    condition "discharged from keys produced by iterating that same range"):
+    """Lookups in a one-hot-like dictionary at a key known to be stored in it (DESIGN.md:
+    a condition "discharged from what is known (declared extents, keys produced by
+    iterating that same range)"):
 
-        sum(<i, a> in X) ... (sum(<k, v> in X) {k -> b})(i) ...
-          ~>  sum(<i, a> in X) ... b[k := i, v := X(i)] ...
+        (sum(<k, v> in X) {k -> b})(i)  ~>  b[k := i, v := X(i)]    if i ∈ dom(X)
 
-    ``i`` is a stored key of ``X`` and keys are unique, so the lookup finds exactly the
-    entry built for ``k = i`` — for a dense ``X`` as for a sparse one.  It is what lets
-    the gradient w.r.t. a variable ``x`` of a function linear in ``x`` stop reading the
-    values of ``x``: the one-hot ``x'`` looked up at ``x``'s own keys is ``{i -> 1}``.
+    ``i ∈ dom(X)`` is known when
+      [same-dictionary]  ``i`` comes from iterating ``X`` itself; or
+      [declared-extent]  ``X`` is a whole dense array ``{dense_int[n] -> D}`` — it stores
+                         every position ``0 .. n-1`` — and ``i`` iterates a layer whose
+                         keys lie in ``0 .. n-1`` (declared ``int[n]`` or ``dense_int[n]``).
+    Keys are unique, so the lookup finds exactly the entry built for ``k = i``.  It is
+    what lets the gradient w.r.t. ``x`` of a function linear in ``x`` stop reading the
+    values of ``x``: the one-hot ``x'`` looked up at such a key is ``{i -> 1}``.
     Definitions come from ``let`` (``let x' = sum(<k, v> in X) {k -> b} in ...``)."""
     fired: Counter[str] = Counter()
-    out = _keys(e, {}, {}, fired)
+    shapes = {x: _Shape(t, whole=True) for x, t in ctx.items() if isinstance(t, DictT)}
+    out = _keys(e, _Scope({}, {}, shapes), fired)
     return PassResult(typecheck(out, ctx)[0], fired, 1)
 
 
-def _keys(e: Expr, defs: dict[str, Sum], keys: dict[str, str],
-          fired: Counter[str]) -> Expr:
-    """``defs``: let-bound names of a sum of singletons over a variable;
-    ``keys``: key binder → the variable its sum iterates."""
-    def go(x: Expr, d: dict[str, Sum] = defs, k: dict[str, str] = keys) -> Expr:
-        return _keys(x, d, k, fired)
+@dataclass(frozen=True)
+class _Shape:
+    """What is known of a dictionary variable: its declared type, extents included, and
+    whether it is a whole value of it (an input, or an entry iterated from one) rather
+    than a lookup's result, which may be an empty zero."""
 
-    def without(names: set[str]) -> tuple[dict[str, Sum], dict[str, str]]:
+    type: DictT
+    whole: bool
+
+
+@dataclass(frozen=True)
+class _Scope:
+    defs: dict[str, Sum]  # let-bound names of a sum of singletons over a variable
+    keys: dict[str, tuple[str | None, str | None]]  # key binder → (iterated var, extent)
+    shapes: dict[str, _Shape]
+
+    def without(self, names: set[str]) -> _Scope:
         """Forget what a new binder of one of ``names`` shadows."""
-        d = {n: s for n, s in defs.items()
-             if n not in names and not names & free_vars(s)}
-        k = {n: x for n, x in keys.items() if n not in names and x not in names}
-        return d, k
+        return _Scope(
+            {n: s for n, s in self.defs.items() if n not in names and not names & free_vars(s)},
+            {n: (x, ext) for n, (x, ext) in self.keys.items()
+             if n not in names and x not in names},
+            {n: sh for n, sh in self.shapes.items() if n not in names})
+
+    def shape(self, e: Expr) -> DictT | None:
+        """The declared shape of a dictionary expression, where it follows from one."""
+        match e:
+            case Var(x) if x in self.shapes:
+                return self.shapes[x].type
+            case Lookup(d) | Unique(d):
+                t = self.shape(d)
+                inner = t.val if isinstance(t, DictT) and isinstance(e, Lookup) else t
+                return inner if isinstance(inner, DictT) else None
+        return None
+
+    def stored(self, i: str, s: Sum) -> str | None:
+        """Why key ``i`` is stored in the dictionary ``s`` iterates, if it is."""
+        x = _iterated(s)
+        source, extent = self.keys.get(i, (None, None))
+        if x is None:
+            return None
+        if source == x:
+            return "same-dictionary"
+        sh = self.shapes.get(x)
+        if (sh is not None and sh.whole and sh.type.dense and extent is not None
+                and sh.type.extent == extent):
+            return "declared-extent"
+        return None
+
+
+def _keys(e: Expr, sc: _Scope, fired: Counter[str]) -> Expr:
+    def go(x: Expr, inner: _Scope = sc) -> Expr:
+        return _keys(x, inner, fired)
 
     match e:
         case Sum(k, v, dom, body):
-            d, ks = without({k, v})
-            if isinstance(dom, Var) and k != "_" and dom.name not in (k, v):
-                ks = {**ks, k: dom.name}
-            return replace(e, dom=go(dom), body=go(body, d, ks))
+            inner = sc.without({k, v})
+            t = sc.shape(dom)
+            if k != "_" and not (isinstance(dom, Var) and dom.name in (k, v)):
+                source = dom.name if isinstance(dom, Var) else None
+                inner.keys[k] = (source, t.extent if t else None)
+            if v != "_" and t is not None and isinstance(t.val, DictT):
+                inner.shapes[v] = _Shape(t.val, whole=True)
+            return replace(e, dom=go(dom), body=go(body, inner))
         case Let(x, rhs, body):
             rhs2 = go(rhs)
-            d, ks = without({x})
+            inner = sc.without({x})
             if _onehot_like(rhs2):
-                d = {**d, x: rhs2}  # type: ignore[dict-item]
-            return replace(e, rhs=rhs2, body=go(body, d, ks))
-        case Lookup(Var(name), Var(i)) if name in defs and keys.get(i) == _iterated(defs[name]):
-            fired["iterated-key-lookup"] += 1
-            return _entry(defs[name], i)
-        case Lookup(Sum() as s, Var(i)) if _onehot_like(s) and keys.get(i) == _iterated(s):
-            fired["iterated-key-lookup"] += 1
+                inner.defs[x] = rhs2  # type: ignore[assignment]
+            if isinstance(rhs2, Var) and rhs2.name in sc.shapes:
+                inner.shapes[x] = sc.shapes[rhs2.name]
+            return replace(e, rhs=rhs2, body=go(body, inner))
+        case Lookup(Var(name), Var(i)) if name in sc.defs and (why := sc.stored(i, sc.defs[name])):
+            fired[f"iterated-key-lookup ({why})"] += 1
+            return _entry(sc.defs[name], i)
+        case Lookup(Sum() as s, Var(i)) if _onehot_like(s) and (why := sc.stored(i, s)):
+            fired[f"iterated-key-lookup ({why})"] += 1
             return _entry(s, i)
         case _:
             return map_children(e, go)

@@ -58,7 +58,7 @@ from sdqlite.egraph import (
 )
 from sdqlite.names import NameSupply, names_in
 from sdqlite.typecheck import Ctx, synth, typecheck
-from sdqlite.types import BOOL, INT, REAL, DictT, RealT, Type, otimes
+from sdqlite.types import BOOL, INT, REAL, DictT, RealT, Type, erase, otimes
 
 # ---- encoding ---------------------------------------------------------------------------------
 
@@ -74,7 +74,7 @@ def encode(e: Expr, ctx: Ctx, scope: tuple[tuple[str, Type], ...] = ()) -> Term:
             for i, (name, t) in enumerate(reversed(scope)):
                 if name == x:
                     return Term(("bvar", i, t))
-            return Term(("var", x, ctx[x]))
+            return Term(("var", x, erase(ctx[x])))
         case IntConst(n):
             return Term(("int", n))
         case RealConst(r):

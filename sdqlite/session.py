@@ -16,6 +16,7 @@ from sdqlite.typecheck import typecheck
 from sdqlite.types import REAL, Type
 from semantics.convert import load
 from semantics.display import read_value, show_value
+from semantics.extents import check_extents
 from semantics.interp import evaluate
 from semantics.run import Input, context
 
@@ -150,6 +151,8 @@ class Session:
         if missing:
             raise DataError(f"no value for input {', '.join(missing)} "
                             f"(bind it with :input NAME = VALUE)")
+        check_extents({n: (self.types[n], i.value, None) for n, i in self.inputs.items()
+                       if n in self.types})
         value = evaluate(elab, {n: i.value for n, i in self.inputs.items()})
         return f"{show_value(value)}\n  : {t}"
 

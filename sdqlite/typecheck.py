@@ -38,7 +38,18 @@ from sdqlite.ast import (
 )
 from sdqlite.errors import SDQLiteError, SDQLTypeError, Span
 from sdqlite.ops import UNARY_OPS
-from sdqlite.types import BOOL, INT, REAL, DictT, RealT, Type, is_semiring, otimes, scalar_of
+from sdqlite.types import (
+    BOOL,
+    INT,
+    REAL,
+    DictT,
+    RealT,
+    Type,
+    erase,
+    is_semiring,
+    otimes,
+    scalar_of,
+)
 
 Ctx = Mapping[str, Type]
 F = TypeVar("F", bound=Callable[..., object])
@@ -97,7 +108,7 @@ def synth(ctx: Ctx, e: Expr) -> tuple[Expr, Type]:
             if x not in ctx:
                 known = ", ".join(sorted(ctx)) or "none"
                 raise SDQLTypeError(f"unbound variable {x} (in scope: {known})", e.span)
-            return e, ctx[x]
+            return e, erase(ctx[x])  # extents are facts for rewrites, not types
         case IntConst():  # [int]
             return e, INT
         case RealConst():  # [real]

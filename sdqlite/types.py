@@ -1,16 +1,23 @@
 """SDQLite types (Fig. fig:langs) and the derived forms on types.
 
     T ::= I | bool | D                D ::= real | int | { I -> D }
-    I ::= int | dense_int
+    I ::= int | dense_int | int[n] | dense_int[n]
 
 ``{int -> D}`` is a sparse dictionary (a free-vector-space element: zero entries are
 never stored); ``{dense_int -> D}`` is a dense array that keeps every position
 (Physical SDQLite).  ``tensor n`` and ``D1 ⊗ D2`` are derived forms computed here.
+
+Declared extents (our addition, for rewrites that need a key to lie in a dense
+array): an input may declare ``{dense_int[n] -> D}`` — a dense array holding exactly
+the positions ``0 .. n-1`` — or ``{int[n] -> D}`` — a dictionary whose keys all lie in
+``0 .. n-1``.  Every use of a size name ``n`` denotes the same number, fixed by the
+data (``semantics.extents``).  Extents are facts about inputs, not part of a type's
+identity: ``{int[n] -> real} == {int -> real}``, and the checker erases them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import assert_never
 
 
@@ -34,13 +41,15 @@ class BoolT:
 
 @dataclass(frozen=True, slots=True)
 class DictT:
-    """``{int -> val}`` (sparse) or, with ``dense=True``, ``{dense_int -> val}``."""
+    """``{int -> val}`` (sparse) or, with ``dense=True``, ``{dense_int -> val}``;
+    ``extent`` names a declared size (``int[n]``), ignored by equality."""
 
     val: Type
     dense: bool = False
+    extent: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
-        key = "dense_int" if self.dense else "int"
+        key = ("dense_int" if self.dense else "int") + (f"[{self.extent}]" if self.extent else "")
         return f"{{{key} -> {self.val}}}"
 
 
@@ -125,3 +134,14 @@ def splits(t: Type) -> list[tuple[Type, Type]]:
             d2 = DictT(d2, dense)
         out.append((d1, d2))
     return out
+
+
+def erase(t: Type) -> Type:
+    """``t`` without declared extents."""
+    if isinstance(t, DictT):
+        return DictT(erase(t.val), t.dense)
+    return t
+
+
+def has_extents(t: Type) -> bool:
+    return isinstance(t, DictT) and (t.extent is not None or has_extents(t.val))

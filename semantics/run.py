@@ -10,6 +10,7 @@ from sdqlite.errors import DataError, SDQLTypeError
 from sdqlite.parser import Program
 from sdqlite.typecheck import Ctx, typecheck
 from sdqlite.types import Type
+from semantics.extents import check_extents
 from semantics.interp import evaluate
 from semantics.values import FLOAT, Field, Value, has_type, type_of
 
@@ -44,6 +45,8 @@ def context(program: Program, inputs: Mapping[str, Input]) -> Ctx:
                 raise DataError(f"the type of input {name} cannot be told from its data "
                                 f"(an empty dictionary?); declare it: {name} : TYPE")
             ctx[name] = t
+    check_extents({d.name: (d.type, inputs[d.name].value, d.span) for d in program.decls
+                   if d.name in inputs})
     return ctx
 
 

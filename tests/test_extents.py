@@ -1,0 +1,84 @@
+"""Declared extents: ``{dense_int[n] -> D}`` and ``{int[n] -> D}`` on inputs — their
+syntax, that they are not part of a type's identity, the data checks, and what the
+optimizer gains from them (the paper's "if V1 is a dense vector")."""
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from sdqlite.cli import main
+from sdqlite.errors import DataError, ParseError
+from sdqlite.parser import parse_program, parse_type
+from sdqlite.typecheck import typecheck
+from sdqlite.types import REAL, DictT, erase
+from semantics.extents import check_extents
+from semantics.values import dense
+
+Q = Fraction
+BATAX = Path(__file__).parent.parent / "paper_examples" / "batax.sdql"
+
+
+def test_extents_parse_print_and_are_not_part_of_the_type() -> None:
+    t = parse_type("{int[m] -> {dense_int[n] -> real}}")
+    assert str(t) == "{int[m] -> {dense_int[n] -> real}}"
+    assert parse_type(str(t)) == t
+    assert t == DictT(DictT(REAL, dense=True))  # equality ignores extents
+    assert str(erase(t)) == "{int -> {dense_int -> real}}"
+    prog = parse_program("x : {dense_int[n] -> real}\nx")
+    assert prog.expr is not None
+    _, found = typecheck(prog.expr, {d.name: d.type for d in prog.decls})
+    assert str(found) == "{dense_int -> real}"  # the checker erases them
+
+
+def test_extents_are_declared_on_inputs_only() -> None:
+    with pytest.raises(ParseError, match="declared on inputs only"):
+        parse_program("zero[{int[n] -> real}]")
+
+
+def test_sizes_are_fixed_by_dense_inputs_and_bound_sparse_keys() -> None:
+    x, v = DictT(REAL, dense=True, extent="n"), DictT(REAL, extent="n")
+    x3 = dense([Q(1), Q(0), Q(2)])
+    assert check_extents({"x": (x, x3, None), "V": (v, {0: Q(1), 2: Q(5)}, None)}) == {"n": 3}
+    with pytest.raises(DataError, match=r"input V has key 3 outside int\[n\] \(n = 3, from x\)"):
+        check_extents({"x": (x, x3, None), "V": (v, {3: Q(1)}, None)})
+    with pytest.raises(DataError, match=r"input y has 2 positions but n = 3 \(from x\)"):
+        check_extents({"x": (x, x3, None), "y": (x, dense([Q(1), Q(2)]), None)})
+    with pytest.raises(DataError, match="start at 1"):
+        check_extents({"x": (x, dense([Q(1)], start=1), None)})
+    with pytest.raises(DataError, match="0 or more"):
+        check_extents({"V": (v, {-1: Q(1)}, None)})  # n not fixed: keys need only be >= 0
+    m = DictT(DictT(REAL, dense=True, extent="n"), extent="m")  # rows checked too
+    with pytest.raises(DataError, match=r"input M\(4\) has 2 positions"):
+        check_extents({"x": (x, x3, None), "M": (m, {4: dense([Q(1), Q(2)])}, None)})
+
+
+def test_cli_reports_data_outside_a_declared_extent(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(tmp_path / "x.npy", np.array([1.0, 0.0, 2.0]))
+    scipy.io.mmwrite(tmp_path / "A.mtx", sp.csr_matrix(np.array([[1.0, 0.0, 0.0, 2.0]])))
+    rc = main(["eval", str(BATAX), "-i", f"A={tmp_path / 'A.mtx'}", "-i", "beta=2.0",
+               "-i", f"x={tmp_path / 'x.npy'}"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err
+    assert "batax.sdql:3:1: error: input A(0) has key 3 outside int[n] (n = 3, from x)" in err
+
+
+def test_the_optimized_dense_gradient_is_v2_and_pipes_into_eval(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """§5.2: with V1 dense of size n and V2's keys below n, the gradient w.r.t. V1
+    optimizes to V2; the printed program keeps the declaration and runs."""
+    src = Path(__file__).parent.parent / "paper_examples" / "dot_v2_dense.sdql"
+    assert main(["opt", str(src), "--wrt", "V1"]) == 0
+    out = capsys.readouterr().out
+    assert out == "V2 : {int[n] -> real}\nV2\n"
+    inputs = ["-i", "V1=[2.0, 0.0, 0.0, -1.0]", "-i", "V2={0 -> 3.0, 3 -> 4.0}"]
+    assert main(["grad", str(src), "--wrt", "V1", *inputs]) == 0
+    unoptimized = capsys.readouterr().out
+    optimized = tmp_path / "opt.sdql"
+    optimized.write_text(out)
+    assert main(["eval", str(optimized), *inputs[2:]]) == 0
+    assert capsys.readouterr().out == unoptimized
