@@ -25,6 +25,7 @@ from sdqlite.parser import parse_expr
 from sdqlite.rules import RULES, RULES_BY_NAME
 from sdqlite.typecheck import Ctx, synth, typecheck
 from sdqlite.types import INT, REAL, DictT, Type
+from semantics.display import read_value
 from semantics.interp import evaluate
 from semantics.values import FRACTION, values_equal
 
@@ -113,34 +114,43 @@ def test_every_rule_fires() -> None:
     assert not never, f"rules never fired on generated programs: {never}"
 
 
-# rule name -> (Γ, an instance whose semantic condition fails)
-GUARD_COUNTEREXAMPLES: dict[str, tuple[dict[str, Type], str]] = {
-    "zero-mul-left": ({"a": DictT(REAL, dense=True)}, "0.0 * a"),
-    "zero-mul-right": ({"a": DictT(REAL, dense=True)}, "a * 0.0"),
-    "mul-normalize-left": ({"a": DictT(REAL, dense=True)}, "a * 2.0"),
-    "mul-normalize-right": ({"a": DictT(REAL, dense=True)}, "2.0 * a"),
+# (rule, semantic condition) -> (Γ, an instance failing just that condition, ρ)
+A_DENSE: dict[str, Type] = {"a": DictT(REAL, dense=True)}
+GUARD_COUNTEREXAMPLES: dict[tuple[str, str], tuple[dict[str, Type], str, str]] = {
+    ("zero-mul-left", "no-dense-result"): (A_DENSE, "0.0 * a", "a = [1.5, 0.0]"),
+    ("zero-mul-right", "no-dense-result"): (A_DENSE, "a * 0.0", "a = [1.5, 0.0]"),
+    ("mul-normalize-left", "e1-tensor"): (A_DENSE, "a * 2.0", "a = [1.5, 0.0]"),
+    ("mul-normalize-right", "e1-real-e2-tensor"): (A_DENSE, "2.0 * a", "a = [1.5, 0.0]"),
+    # a dense factor keeps its position even when the sum is empty
+    ("scale-into-sum", "no-dense-result"): (
+        {"x": DictT(REAL)}, "[x] * sum(<k, v> in x) v", "x = {}"),
+    ("scale-into-sum", "binders-fresh"): (
+        {"b": REAL, "d": DictT(REAL)}, "b * sum(<k, b> in d) b", "b = 3.0; d = {0 -> 2.0}"),
+    # a dictionary factor would become the inner layer
+    ("scale-into-single", "e1-real"): (
+        {"d": DictT(REAL)}, "d * {1 -> 2.0}", "d = {0 -> 1.0}"),
 }
-GUARD_ENV = {"a": [1.5, 0.0]}
 
 
 def test_every_semantic_condition_has_a_counterexample() -> None:
-    guarded = {r.name for r in RULES if any(c.kind == "semantic" for c in r.conditions)}
+    guarded = {(r.name, c.name) for r in RULES for c in r.conditions if c.kind == "semantic"}
     assert guarded == set(GUARD_COUNTEREXAMPLES)
 
 
 def test_semantic_conditions_are_needed() -> None:
-    from semantics.values import dense
-
-    for name, (ctx, text) in GUARD_COUNTEREXAMPLES.items():
+    for (name, cond), (ctx, text, env_text) in GUARD_COUNTEREXAMPLES.items():
         rule = RULES_BY_NAME[name]
         e, t = typecheck(parse_expr(text), ctx)
-        assert rule.match(e, ctx) is None, f"{name}: the guard should reject {text}"
         m = rule.match(e, ctx, check=False)
         assert m is not None, name
-        env = {"a": dense(GUARD_ENV["a"])}
+        failing = [c.name for c in rule.conditions if not c.holds(m)]
+        assert failing == [cond], f"{name}: {text} should fail just {cond}, fails {failing}"
+        env = {x.strip(): read_value(v, ctx[x.strip()], FRACTION)[0]
+               for x, _, v in (b.partition("=") for b in env_text.split(";"))}
         rewritten = rule.apply(m, NameSupply(names_in(e)))
         try:
             r_elab, rt = typecheck(rewritten, ctx)
         except SDQLiteError:
             continue  # ill-typed without the guard: needed
-        assert rt != t or not values_equal(evaluate(e, env), evaluate(r_elab, env)), name
+        before, after = evaluate(e, env, FRACTION), evaluate(r_elab, env, FRACTION)
+        assert rt != t or not values_equal(before, after), name

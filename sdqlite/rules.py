@@ -34,6 +34,7 @@ from sdqlite.ast import (
     Single,
     Sum,
     Var,
+    free_vars,
     map_children,
 )
 from sdqlite.names import NameSupply, substitute
@@ -206,6 +207,14 @@ LEFT_REAL_RIGHT_TENSOR = Condition(
     "e1-real-e2-tensor", "semantic", "e1 : real and e2 : tensor n, n > 0",
     lambda m: isinstance(m.type_of("e1"), RealT) and _is_tensor(m.type_of("e2")))
 
+LEFT_REAL = Condition("e1-real", "semantic", "e1 : real",
+                      lambda m: isinstance(m.type_of("e1"), RealT))
+BINDERS_FRESH = Condition(
+    "binders-fresh", "semantic", "k and v are not free in e1",
+    lambda m: not {m.binders["k"], m.binders["v"]} & free_vars(m.exprs["e1"]))
+REAL_PRODUCT = Condition("real-product", "typing", "the product is a real",
+                         lambda m: isinstance(m.type, RealT))
+
 
 # ---- right sides built in Python ------------------------------------------------------
 
@@ -254,6 +263,16 @@ RULES: tuple[Rule, ...] = (
          rhs_text="e2[x := zero[D]]", notes="the constant propagation sparsity needs"),
     Rule("sum-zero", SPARSITY, FIG, "sum(<k, v> in Z1) e2", "Z", ("Z1", "e2"), (WELL_TYPED,),
          notes="sum(<k,v> in zero[D]) e2 ~> zero[D2]"),
+    # Before an outer product is expanded, a scalar factor moves inwards to the scalar
+    # products (STOREL's algebra, research/storel-rules.md), as §5.4's normalized BATAX.
+    Rule("scale-into-sum", NORMALIZATION, "STOREL sum-fact-inv-1",
+         "e1 * sum(<k, v> in e2) e3", "sum(<k, v> in e2) e1 * e3", ("e1", "e2", "e3"),
+         (NO_DENSE_RESULT, BINDERS_FRESH)),
+    Rule("scale-into-single", NORMALIZATION, "STOREL sing-mult-4",
+         "e1 * {e2 -> e3}", "{e2 -> e1 * e3}", ("e1", "e2", "e3"), (LEFT_REAL,)),
+    Rule("scalar-assoc", NORMALIZATION, "STOREL mult-assoc2",
+         "e1 * (e2 * e3)", "(e1 * e2) * e3", ("e1", "e2", "e3"), (REAL_PRODUCT,),
+         notes="scalar products are kept left-nested, as the paper writes beta * v1 * v2"),
     Rule("mul-normalize-left", NORMALIZATION, FIG, "e1 * e2", _normalize_left, ("e1", "e2"),
          (LEFT_TENSOR,),
          rhs_text="sum(<i_1,v_2> in e1) ... sum(<i_n,v> in v_n) {i_1 -> ... {i_n -> v * e2}}",
