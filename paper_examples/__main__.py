@@ -78,7 +78,7 @@ def main(names: Sequence[str] = ()) -> int:
               + (f"; failed: {', '.join(failed_ad)}" if failed_ad else ""))
     if chosen_opt:
         print(f"{len(chosen_opt) - len(failed_opt)} of {len(chosen_opt)} optimization examples "
-              "keep the meaning of their input (reaching the paper's program is reported above)"
+              "reach the paper's program and keep the meaning of their input"
               + (f"; failed: {', '.join(failed_opt)}" if failed_opt else ""))
     return 1 if failed or failed_ad or failed_opt else 0
 

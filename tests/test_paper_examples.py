@@ -25,12 +25,7 @@ def test_differentiation_example(ex: ADExample) -> None:
 def test_optimization_example(ex: OptExample) -> None:
     out = run_opt_example(ex)
     assert out.agrees
-    assert out.reached or ex.reached_note, "a missed target must say why"
-
-
-def test_optimization_examples_that_reach_the_paper() -> None:
-    reached = {ex.name for ex in OPT_EXAMPLES if run_opt_example(ex).reached}
-    assert reached == {"opt_dot_sparsity", "opt_batax_logical"}
+    assert out.reached, show(out.result)
 
 
 def test_runner_reports_all(capsys: pytest.CaptureFixture[str]) -> None:
