@@ -12,6 +12,7 @@ generated program evaluates.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -215,7 +216,7 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
         case BoolT():
             options += ["eq", "not"]
         case DictT(_, False):
-            options += ["single", "map"]
+            options += ["single", "map"] + (["storage"] if lang.physical else [])
         case DictT(_, True):
             options += ["subarray"] + (["range"] if t == DENSE_INT else [])
     if _projectable(ctx, t):
@@ -238,8 +239,13 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
             assert isinstance(dom_t, DictT)
             k = "_" if draw(st.integers(0, 5)) == 0 else names.fresh(draw, "k")
             v = "_" if draw(st.integers(0, 5)) == 0 else names.fresh(draw, "v")
-            dom = rec(ctx, dom_t)
-            return Sum(k, v, dom, rec(_bind(ctx, **{k: INT, v: dom_t.val}), t))
+            storage = lang.physical and not dom_t.dense and draw(st.integers(0, 3)) == 0
+            dom = _storage(draw, ctx, dom_t, rec, names) if storage else rec(ctx, dom_t)
+            inner = _bind(ctx, **{k: INT, v: dom_t.val})
+            scaled = [d2 for d1, d2 in splits(t) if d1 == dom_t.val]
+            if storage and v != "_" and scaled:  # v * e: zero when v is (what fusion needs)
+                return Sum(k, v, dom, Mul(Var(v), rec(inner, draw(st.sampled_from(scaled)))))
+            return Sum(k, v, dom, rec(inner, t))
         case "lookup":  # e1(e2)
             dense_dict = lang.physical and draw(st.booleans())
             return Lookup(rec(ctx, DictT(t, dense_dict)),
@@ -266,6 +272,8 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
             body = Var(v) if draw(st.booleans()) else rec(_bind(ctx, **{k: INT, v: t.val}),
                                                           t.val)
             return Sum(k, v, rec(ctx, dom_t), Single(Var(k), body))
+        case "storage":
+            return _storage(draw, ctx, t, rec, names)
         case "single":  # {e1 -> e2}
             assert isinstance(t, DictT)
             return Single(rec(ctx, INT), rec(ctx, t.val))
@@ -282,6 +290,17 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
         case "range":  # (lo:hi), small
             return Range(_small_int(draw), _small_int(draw, 2))
     raise AssertionError(choice)
+
+
+def _storage(draw: Draw, ctx: Ctx, t: Type, rec: Callable[[Ctx, Type], Expr],
+             names: Names) -> Expr:
+    """Fig. storage_spec's shape: sum(<k,v> in (lo:hi)) {unique(key) -> e}, with a key
+    that keeps the promise (v, k or (lo:hi)(k): positions of the range)."""
+    assert isinstance(t, DictT)
+    rng = Range(IntConst(draw(st.integers(0, 2))), IntConst(draw(st.integers(0, 4))))
+    k, v = names.fresh(draw, "k"), names.fresh(draw, "v")
+    key = draw(st.sampled_from([Var(v), Var(k), Lookup(rng, Var(k))]))
+    return Sum(k, v, rng, Single(Unique(key), rec(_bind(ctx, **{k: INT, v: INT}), t.val)))
 
 
 def _projectable(ctx: Ctx, t: Type) -> list[str]:

@@ -12,7 +12,6 @@
 """
 
 from collections import Counter
-from fractions import Fraction
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,7 +33,8 @@ from sdqlite.saturation import (
     optimize,
 )
 from sdqlite.typecheck import typecheck
-from sdqlite.types import REAL, DictT, Type, tensor
+from sdqlite.types import INT, REAL, DictT, Type, tensor
+from semantics.display import read_value
 from semantics.interp import evaluate
 from semantics.values import FRACTION
 
@@ -73,56 +73,80 @@ def test_every_saturation_rule_fires() -> None:
     @given(rewrite_sites())
     def collect(site: Site) -> None:
         g, elab = site
-        fired.update(optimize(elab, g.ctx, **LIMITS).report.fired)  # type: ignore[arg-type]
+        fired.update(optimize(elab, g.ctx, rules=list(SATURATION_RULES),  # with the off ones
+                              **LIMITS).report.fired)  # type: ignore[arg-type]
 
     collect()
     never = sorted(set(SATURATION_RULES) - set(fired))
     assert not never, f"saturation rules never fired: {never}"
 
 
-# rule name -> (Γ, an instance its semantic guard rejects, where the rule is wrong)
-SATURATION_GUARD_COUNTEREXAMPLES: dict[str, tuple[dict[str, Type], str]] = {
+# (rule, what its guard checks) -> (Γ, an instance the guard rejects, where the rule is
+# wrong, ρ)
+V1 = {"V": tensor(1)}
+SATURATION_GUARD_COUNTEREXAMPLES: dict[tuple[str, str], tuple[dict[str, Type], str, str]] = {
     # b1 is zero, so the inner dictionary is empty; fused, the body 1.0 counts V's entries
-    "sum-sum-vert-fuse-1": ({"V": tensor(1)},
-                            "sum(<k1, v1> in sum(<k2, v2> in V) {k2 -> v2 * 0.0}) 1.0"),
+    ("sum-sum-vert-fuse-1", "b2 strict in v1"): (
+        V1, "sum(<k1, v1> in sum(<k2, v2> in V) {k2 -> v2 * 0.0}) 1.0", "V = {0 -> 2.0}"),
+    ("sum-sum-vert-fuse-2", "b2 strict in v1"): (
+        V1, "sum(<k1, v1> in sum(<k2, v2> in (0:2)) {unique(k2) -> V(v2) * 0.0}) 1.0",
+        "V = {0 -> 2.0}"),
+    # a broken promise: both iterations write key 0, so the entries add up before v1 * v1
+    ("sum-sum-vert-fuse-2", "the key is provably unique"): (
+        V1, "sum(<k1, v1> in sum(<k, v> in (0:2)) {unique(0) -> V(v)}) v1 * v1",
+        "V = {0 -> 2.0, 1 -> 3.0}"),
     # the identity map turns a dense array into a dictionary: another type
-    "sum-sing": ({"a": DictT(REAL, dense=True)}, "sum(<k, v> in a) {k -> v}"),
+    ("sum-sing", "a sparse dictionary"): (
+        {"a": DictT(REAL, dense=True)}, "sum(<k, v> in a) {k -> v}", "a = [1.0, 0.0]"),
     # b * {a -> c} = {a -> b * c} only for a scalar b: a dictionary b reorders the indices
-    "sing-mult-3": ({"V": tensor(1), "W": tensor(1)}, "{0 -> V * W}"),
+    ("sing-mult-3", "b is a scalar"): (
+        {"V": tensor(1), "W": tensor(1)}, "{0 -> V * W}",
+        "V = {0 -> 2.0, 1 -> 3.0}; W = {0 -> 5.0}"),
     # shrunk by the thorough profile: {1 -> [0]} is {} (an all-zero entry is dropped), so
     # the lookup is the empty array, while `if 1 = 1 then [0]` is [0]
-    "lookup-single": ({"z": DictT(REAL, dense=True)}, "{1 -> z}(1)"),
+    ("lookup-single", "no dense values"): (
+        {"z": DictT(REAL, dense=True)}, "{1 -> z}(1)", "z = [0.0]"),
     # {0 -> [0, 0]} is dropped, but inside the sum [0, 0] pads [1] to two positions
-    "sum-fact-3": ({"W2": DictT(DictT(REAL, dense=True)), "W": tensor(1)},
-                   "sum(<k, v> in W2) {0 -> v * W(k)}"),
-    "sum-fact-inv-3": ({"W2": DictT(DictT(REAL, dense=True)), "W": tensor(1)},
-                       "{0 -> sum(<k, v> in W2) v * W(k)}"),
+    ("sum-fact-3", "no dense values"): (
+        {"W2": DictT(DictT(REAL, dense=True)), "W": tensor(1)},
+        "sum(<k, v> in W2) {0 -> v * W(k)}", "W2 = {0 -> [1.0, 1.0], 1 -> [1.0]}; W = {1 -> 1.0}"),
+    ("sum-fact-inv-3", "no dense values"): (
+        {"W2": DictT(DictT(REAL, dense=True)), "W": tensor(1)},
+        "{0 -> sum(<k, v> in W2) v * W(k)}", "W2 = {0 -> [1.0, 1.0], 1 -> [1.0]}; W = {1 -> 1.0}"),
+    # 0 times a dense array keeps its positions
+    ("mult-zero-left", "no dense result"): (
+        {"a": DictT(REAL, dense=True)}, "0.0 * a", "a = [1.0, 0.0]"),
+    ("mult-zero-right", "no dense result"): (
+        {"a": DictT(REAL, dense=True)}, "a * 0.0", "a = [1.0, 0.0]"),
+    # key 5 is not stored: the sum is 0, the lookup's body still 1.0
+    ("sum-to-get", "the body is strict in v"): (
+        V1, "sum(<k, v> in V) if k = 5 then 1.0", "V = {0 -> 2.0}"),
+    # only a range's values are its keys
+    ("sum-range-1", "it iterates a range"): (
+        {"N": DictT(INT)}, "sum(<k, v> in N) {k -> v}", "N = {0 -> 5}"),
+    ("get-range", "it iterates a range"): (
+        {"N": DictT(INT)}, "sum(<k, v> in N) N(k)", "N = {0 -> 5}"),
 }
 
 
 def test_saturation_guards_are_needed() -> None:
-    from semantics.values import dense
-
-    env = {"V": {0: Fraction(2), 1: Fraction(3)}, "W": {0: Fraction(5)},
-           "a": dense([Fraction(1), Fraction(0)]), "z": dense([Fraction(0)])}
-    env_w = {"W2": {0: dense([Fraction(1), Fraction(1)]), 1: dense([Fraction(1)])},
-             "W": {1: Fraction(1)}}
-    for name, (ctx, text) in SATURATION_GUARD_COUNTEREXAMPLES.items():
+    for (name, guard), (ctx, text, env_text) in SATURATION_GUARD_COUNTEREXAMPLES.items():
         _, rw = SATURATION_RULES[name]
         e, t = typecheck(parse_expr(text), ctx)
         g: EGraph[Info] = EGraph(SDQLiteAnalysis())
         root = g.add_term(encode(e, ctx))
         subst = next(ematch(g, rw.lhs, root), None)
         assert subst is not None, f"{name} should match {text}"
-        assert rw.condition is not None and not rw.condition(g, root, subst), name
+        assert rw.condition is not None and not rw.condition(g, root, subst), (name, guard)
         unguarded = Rewrite(rw.name, rw.lhs, rw.rhs)  # the same rule, no condition
         new = unguarded.apply(g, root, subst)
         assert new is not None, name
         program = decode(extract(g, new, cost_model(g))[1], NameSupply(names_in(e)))
-        env_here = {x: (env_w if "W2" in ctx else env)[x] for x in ctx}
+        env = {x.strip(): read_value(v, ctx[x.strip()], FRACTION)[0]
+               for x, _, v in (b.partition("=") for b in env_text.split(";"))}
         try:
             r_elab, rt = typecheck(program, ctx)
         except SDQLiteError:
             continue  # ill-typed without the guard: needed
-        assert rt != t or evaluate(r_elab, env_here, FRACTION) != evaluate(
-            e, env_here, FRACTION), f"{name}: no wrong rewrite without the guard"
+        assert rt != t or evaluate(r_elab, env, FRACTION) != evaluate(e, env, FRACTION), \
+            f"{name}: no wrong rewrite without the guard {guard!r}"
