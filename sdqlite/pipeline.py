@@ -1,8 +1,8 @@
 """The transformations of Fig. fig:arch as one function.
 
     pre-differentiation saturation → ANF → AD (gradient e x) → sparsity propagation
-    (with lookups at keys iterated from the same dictionary) → saturation
-    → multiplication normalization
+    (with lookups at keys known to be stored: iterated from the same dictionary, or
+    within a dense input's declared extent) → saturation → multiplication normalization
 
 Without a variable to differentiate by, the program is only saturated and normalized.
 Every stage's program is kept (``Stage``), with what it did: rules fired, e-graph size,
