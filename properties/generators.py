@@ -42,7 +42,9 @@ from sdqlite.ast import (
     UnOp,
     Var,
 )
+from sdqlite.typecheck import typecheck
 from sdqlite.types import BOOL, INT, REAL, BoolT, DictT, IntT, RealT, Type, is_semiring, splits
+from semantics.extents import check_extents
 from semantics.values import Value, dense, is_zero
 
 Draw = Any  # hypothesis' draw function
@@ -429,3 +431,51 @@ def seeds(draw: Draw, x_value: Value, x_type: Type, tau: Type) -> Value:
     for q, _ in real_leaves(x_value, x_type):
         acc = add(acc, nested(q, draw(values(tau, exact=True))))
     return acc
+
+
+# ---- inputs with declared sizes ----------------------------------------------------------
+
+#: inputs with declared sizes: x dense with n positions, V1's keys and M's columns below n
+SIZED_CTX: Ctx = {"x": DictT(REAL, dense=True, extent="n"), "V1": DictT(REAL, extent="n"),
+                  "M": DictT(DictT(REAL, extent="n"), extent="m"), "s'": REAL}
+
+
+@st.composite
+def sized_environments(draw: Draw) -> dict[str, Value]:
+    """ρ obeying SIZED_CTX's sizes (x may hold zeros: every position is stored)."""
+    n, m = draw(st.integers(0, 4)), draw(st.integers(0, 3))
+    q = values(REAL, exact=True)
+
+    def vector() -> dict[int, Value]:
+        keys = draw(st.sets(st.integers(0, n - 1), max_size=n)) if n else set()
+        return {k: draw(q) for k in sorted(keys)}
+
+    rows = draw(st.sets(st.integers(0, m - 1), max_size=m)) if m else set()
+    env: dict[str, Value] = {
+        "x": dense([draw(values(REAL, exact=True, nonzero=False)) for _ in range(n)]),
+        "V1": vector(), "M": {i: r for i in sorted(rows) if (r := vector())},
+        "s'": draw(q)}
+    check_extents({x: (t, env[x], None) for x, t in SIZED_CTX.items()})  # it obeys them
+    return env
+
+
+@st.composite
+def sized_programs(draw: Draw) -> Expr:
+    """An elaborated program over SIZED_CTX: a generated one, or one that reads x at keys
+    iterated from a sized layer (where lookups within an extent apply):
+    ``sum(<k, v> in D) let w = x(k) in G`` for D = V1, M(c) or a row of M, G generated."""
+    ctx = dict(SIZED_CTX)
+    if draw(st.booleans()):
+        e = draw(programs(ctx=ctx, lang=PHYSICAL)).expr
+    else:
+        g = draw(programs(ctx={**ctx, "k": INT, "v": REAL, "w": REAL},
+                          type=draw(st.sampled_from([REAL, DictT(REAL)])), lang=PHYSICAL))
+        inner = Let("w", Lookup(Var("x"), Var("k")), g.expr)
+        match draw(st.sampled_from(["V1", "M(c)", "rows of M"])):
+            case "V1":
+                e = Sum("k", "v", Var("V1"), inner)
+            case "M(c)":
+                e = Sum("k", "v", Lookup(Var("M"), IntConst(draw(st.integers(0, 2)))), inner)
+            case _:
+                e = Sum("i", "r", Var("M"), Sum("k", "v", Var("r"), inner))
+    return typecheck(e, ctx)[0]

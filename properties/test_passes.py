@@ -17,16 +17,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from properties.generators import PHYSICAL, Draw, Generated, programs, values
+from properties.generators import SIZED_CTX, Draw, Generated, sized_environments, sized_programs
 from properties.test_rules import assert_same_meaning, places, rewrite_sites
-from sdqlite.ast import Expr, IntConst, Let, Lookup, Sum, Var
+from sdqlite.ast import Expr
 from sdqlite.errors import DataError
 from sdqlite.gradient import gradient
 from sdqlite.parser import parse_expr
 from sdqlite.passes import iterated_key_lookup, normalize_multiplication, sparsity_propagation
 from sdqlite.rules import NORMALIZATION, SPARSITY, family
 from sdqlite.typecheck import Ctx, typecheck
-from sdqlite.types import INT, REAL, DictT, erase
+from sdqlite.types import erase
 from semantics.extents import check_extents
 from semantics.interp import evaluate
 from semantics.values import FRACTION, Value, dense, values_equal
@@ -77,51 +77,11 @@ def test_iterated_key_lookup_fires_on_generated_gradients() -> None:
 
 # ---- declared extents ---------------------------------------------------------------------
 
-#: inputs with declared sizes: x dense with n positions, V1's keys and M's columns below n
-SIZED_CTX: Ctx = {"x": DictT(REAL, dense=True, extent="n"), "V1": DictT(REAL, extent="n"),
-                  "M": DictT(DictT(REAL, extent="n"), extent="m"), "s'": REAL}
-
-
-@st.composite
-def sized_environments(draw: Draw) -> dict[str, Value]:
-    """ρ obeying SIZED_CTX's sizes (x may hold zeros: every position is stored)."""
-    n, m = draw(st.integers(0, 4)), draw(st.integers(0, 3))
-    q = values(REAL, exact=True)
-
-    def vector() -> dict[int, Value]:
-        keys = draw(st.sets(st.integers(0, n - 1), max_size=n)) if n else set()
-        return {k: draw(q) for k in sorted(keys)}
-
-    rows = draw(st.sets(st.integers(0, m - 1), max_size=m)) if m else set()
-    env: dict[str, Value] = {
-        "x": dense([draw(values(REAL, exact=True, nonzero=False)) for _ in range(n)]),
-        "V1": vector(), "M": {i: r for i in sorted(rows) if (r := vector())},
-        "s'": draw(q)}
-    check_extents({x: (t, env[x], None) for x, t in SIZED_CTX.items()})  # it obeys them
-    return env
-
-
 @st.composite
 def sized_gradients(draw: Draw) -> Expr:
-    """A program over SIZED_CTX differentiated w.r.t. the dense x: a generated one, or
-    one that reads x at keys iterated from a sized layer (where the rewrite applies):
-    ``sum(<k, v> in D) let w = x(k) in G`` for D = V1, M(c) or a row of M, G generated."""
-    ctx = dict(SIZED_CTX)
-    if draw(st.booleans()):
-        e = draw(programs(ctx=ctx, lang=PHYSICAL)).expr
-    else:
-        g = draw(programs(ctx={**ctx, "k": INT, "v": REAL, "w": REAL},
-                          type=draw(st.sampled_from([REAL, DictT(REAL)])), lang=PHYSICAL))
-        inner = Let("w", Lookup(Var("x"), Var("k")), g.expr)
-        match draw(st.sampled_from(["V1", "M(c)", "rows of M"])):
-            case "V1":
-                e = Sum("k", "v", Var("V1"), inner)
-            case "M(c)":
-                e = Sum("k", "v", Lookup(Var("M"), IntConst(draw(st.integers(0, 2)))), inner)
-            case _:
-                e = Sum("i", "r", Var("M"), Sum("k", "v", Var("r"), inner))
-    elab, _ = typecheck(e, ctx)
-    return typecheck(gradient(elab, "x", ctx), ctx)[0]
+    """A program over SIZED_CTX differentiated w.r.t. the dense x."""
+    elab = draw(sized_programs())
+    return typecheck(gradient(elab, "x", SIZED_CTX), SIZED_CTX)[0]
 
 
 @given(sized_gradients(), sized_environments())
