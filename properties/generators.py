@@ -435,9 +435,11 @@ def seeds(draw: Draw, x_value: Value, x_type: Type, tau: Type) -> Value:
 
 # ---- inputs with declared sizes ----------------------------------------------------------
 
-#: inputs with declared sizes: x dense with n positions, V1's keys and M's columns below n
+#: inputs with declared sizes: x dense with n positions, X2 a dense m×n matrix, V1's keys
+#: and M's columns below n, M's rows below m
 SIZED_CTX: Ctx = {"x": DictT(REAL, dense=True, extent="n"), "V1": DictT(REAL, extent="n"),
-                  "M": DictT(DictT(REAL, extent="n"), extent="m"), "s'": REAL}
+                  "M": DictT(DictT(REAL, extent="n"), extent="m"), "s'": REAL,
+                  "X2": DictT(DictT(REAL, dense=True, extent="n"), dense=True, extent="m")}
 
 
 @st.composite
@@ -450,32 +452,38 @@ def sized_environments(draw: Draw) -> dict[str, Value]:
         keys = draw(st.sets(st.integers(0, n - 1), max_size=n)) if n else set()
         return {k: draw(q) for k in sorted(keys)}
 
+    def dense_vector() -> Value:
+        return dense([draw(values(REAL, exact=True, nonzero=False)) for _ in range(n)])
+
     rows = draw(st.sets(st.integers(0, m - 1), max_size=m)) if m else set()
     env: dict[str, Value] = {
-        "x": dense([draw(values(REAL, exact=True, nonzero=False)) for _ in range(n)]),
-        "V1": vector(), "M": {i: r for i in sorted(rows) if (r := vector())},
-        "s'": draw(q)}
+        "x": dense_vector(), "V1": vector(), "M": {i: r for i in sorted(rows) if (r := vector())},
+        "s'": draw(q), "X2": dense([dense_vector() for _ in range(m)])}
     check_extents({x: (t, env[x], None) for x, t in SIZED_CTX.items()})  # it obeys them
     return env
 
 
 @st.composite
-def sized_programs(draw: Draw) -> Expr:
-    """An elaborated program over SIZED_CTX: a generated one, or one that reads x at keys
-    iterated from a sized layer (where lookups within an extent apply):
-    ``sum(<k, v> in D) let w = x(k) in G`` for D = V1, M(c) or a row of M, G generated."""
+def sized_programs(draw: Draw) -> tuple[Expr, str]:
+    """An elaborated program over SIZED_CTX and a dense input to differentiate it by: a
+    generated program, or one that reads x (or X2) at keys iterated from sized layers,
+    where lookups within an extent apply: ``sum(<k, v> in D) let w = x(k) in G`` for
+    D = V1, M(c) or a row of M, or ``sum(<i, r> in M) sum(<k, v> in r) let w = X2(i)(k)
+    in G``; G generated."""
     ctx = dict(SIZED_CTX)
+    wrt = draw(st.sampled_from(["x", "X2"]))
     if draw(st.booleans()):
-        e = draw(programs(ctx=ctx, lang=PHYSICAL)).expr
-    else:
-        g = draw(programs(ctx={**ctx, "k": INT, "v": REAL, "w": REAL},
-                          type=draw(st.sampled_from([REAL, DictT(REAL)])), lang=PHYSICAL))
-        inner = Let("w", Lookup(Var("x"), Var("k")), g.expr)
-        match draw(st.sampled_from(["V1", "M(c)", "rows of M"])):
-            case "V1":
-                e = Sum("k", "v", Var("V1"), inner)
-            case "M(c)":
-                e = Sum("k", "v", Lookup(Var("M"), IntConst(draw(st.integers(0, 2)))), inner)
-            case _:
-                e = Sum("i", "r", Var("M"), Sum("k", "v", Var("r"), inner))
-    return typecheck(e, ctx)[0]
+        return typecheck(draw(programs(ctx=ctx, lang=PHYSICAL)).expr, ctx)[0], wrt
+    g = draw(programs(ctx={**ctx, "k": INT, "v": REAL, "w": REAL},
+                      type=draw(st.sampled_from([REAL, DictT(REAL)])), lang=PHYSICAL))
+    read = Lookup(Lookup(Var("X2"), Var("i")), Var("k")) if wrt == "X2" else \
+        Lookup(Var("x"), Var("k"))
+    inner = Let("w", read, g.expr)
+    match draw(st.sampled_from(["V1", "M(c)", "rows of M"])) if wrt == "x" else "rows of M":
+        case "V1":
+            e: Expr = Sum("k", "v", Var("V1"), inner)
+        case "M(c)":
+            e = Sum("k", "v", Lookup(Var("M"), IntConst(draw(st.integers(0, 2)))), inner)
+        case _:
+            e = Sum("i", "r", Var("M"), Sum("k", "v", Var("r"), inner))
+    return typecheck(e, ctx)[0], wrt

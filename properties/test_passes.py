@@ -79,9 +79,9 @@ def test_iterated_key_lookup_fires_on_generated_gradients() -> None:
 
 @st.composite
 def sized_gradients(draw: Draw) -> Expr:
-    """A program over SIZED_CTX differentiated w.r.t. the dense x."""
-    elab = draw(sized_programs())
-    return typecheck(gradient(elab, "x", SIZED_CTX), SIZED_CTX)[0]
+    """A program over SIZED_CTX differentiated w.r.t. a dense input (x or X2)."""
+    elab, wrt = draw(sized_programs())
+    return typecheck(gradient(elab, wrt, SIZED_CTX), SIZED_CTX)[0]
 
 
 @given(sized_gradients(), sized_environments())

@@ -53,11 +53,13 @@ def test_every_stage_keeps_the_meaning(site: tuple[Generated, Expr], data: st.Da
 
 @given(sized_programs(), sized_environments())
 def test_the_pipeline_keeps_the_gradient_on_inputs_obeying_declared_sizes(
-        e: Expr, env: dict[str, Value]) -> None:
-    """The same for Γ with declared sizes (a dense x of size n, other layers below n) and
-    ρ obeying them, differentiated w.r.t. x: there, lookups within x's extent apply."""
-    want = evaluate(typecheck(gradient(e, "x", SIZED_CTX), SIZED_CTX)[0], env, FRACTION)
-    stages = pipeline(e, SIZED_CTX, "x", LIMITS)
+        case: tuple[Expr, str], env: dict[str, Value]) -> None:
+    """The same for Γ with declared sizes (a dense x of size n, a dense m×n X2, other
+    layers below m and n) and ρ obeying them, differentiated w.r.t. x or X2: there,
+    lookups within the extents apply."""
+    e, wrt = case
+    want = evaluate(typecheck(gradient(e, wrt, SIZED_CTX), SIZED_CTX)[0], env, FRACTION)
+    stages = pipeline(e, SIZED_CTX, wrt, LIMITS)
     for stage in stages[next(i for i, s in enumerate(stages) if s.name.startswith("AD")):]:
         got = evaluate(typecheck(stage.program, SIZED_CTX)[0], env, FRACTION)
         assert values_equal(got, want, rel_tol=1e-9, abs_tol=1e-12), stage.name

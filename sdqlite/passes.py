@@ -94,26 +94,34 @@ def iterated_key_lookup(e: Expr, ctx: Ctx) -> PassResult:
 
         (sum(<k, v> in X) {k -> b})(i)  ~>  b[k := i, v := X(i)]    if i ∈ dom(X)
 
-    ``i ∈ dom(X)`` is known when
+    ``X`` is a path (``M``, ``M(i)``, ...) and ``i ∈ dom(X)`` is known when
       [same-dictionary]  ``i`` comes from iterating ``X`` itself; or
       [declared-extent]  ``X`` is a whole dense array ``{dense_int[n] -> D}`` — it stores
                          every position ``0 .. n-1`` — and ``i`` iterates a layer whose
                          keys lie in ``0 .. n-1`` (declared ``int[n]`` or ``dense_int[n]``).
+    A path is whole when it is an input, or a path looked up at a key known to be
+    stored in it (a dense matrix's row ``M(i)``).  The pass repeats until nothing fires:
+    rewriting ``M'(i)`` exposes the row's one-hot ``sum(<j, _> in M(i)) ...``.
     Keys are unique, so the lookup finds exactly the entry built for ``k = i``.  It is
     what lets the gradient w.r.t. ``x`` of a function linear in ``x`` stop reading the
     values of ``x``: the one-hot ``x'`` looked up at such a key is ``{i -> 1}``.
     Definitions come from ``let`` (``let x' = sum(<k, v> in X) {k -> b} in ...``)."""
     fired: Counter[str] = Counter()
     shapes = {x: _Shape(t, whole=True) for x, t in ctx.items() if isinstance(t, DictT)}
-    out = _keys(e, _Scope({}, {}, shapes), fired)
-    return PassResult(typecheck(out, ctx)[0], fired, 1)
+    rounds = 0
+    for rounds in range(1, MAX_ROUNDS + 1):  # noqa: B007 - reported
+        before = sum(fired.values())  # a rewritten lookup may expose the next layer's
+        e = _keys(e, _Scope({}, {}, shapes, {}), fired)
+        if sum(fired.values()) == before:
+            break
+    return PassResult(typecheck(e, ctx)[0], fired, rounds)
 
 
 @dataclass(frozen=True)
 class _Shape:
     """What is known of a dictionary variable: its declared type, extents included, and
-    whether it is a whole value of it (an input, or an entry iterated from one) rather
-    than a lookup's result, which may be an empty zero."""
+    whether it is a whole value of it (an input, or an entry stored in one) rather than
+    a lookup's result, which may be an empty zero."""
 
     type: DictT
     whole: bool
@@ -121,17 +129,32 @@ class _Shape:
 
 @dataclass(frozen=True)
 class _Scope:
-    defs: dict[str, Sum]  # let-bound names of a sum of singletons over a variable
-    keys: dict[str, tuple[str | None, str | None]]  # key binder → (iterated var, extent)
+    """What is known at a point of the program.  A *path* is a variable looked up at
+    keys (``M``, ``M(i)``, ``M(i)(j)``): what a one-hot iterates."""
+
+    defs: dict[str, Sum]  # let-bound names of a one-hot-like sum over a path
+    keys: dict[str, tuple[Expr | None, str | None]]  # key binder → (iterated path, extent)
     shapes: dict[str, _Shape]
+    paths: dict[str, Expr]  # a variable that is a path: sum(<k, v> in P) makes v = P(k)
 
     def without(self, names: set[str]) -> _Scope:
         """Forget what a new binder of one of ``names`` shadows."""
+        def kept(n: str, e: Expr | None) -> bool:
+            return n not in names and not (e is not None and names & free_vars(e))
         return _Scope(
-            {n: s for n, s in self.defs.items() if n not in names and not names & free_vars(s)},
-            {n: (x, ext) for n, (x, ext) in self.keys.items()
-             if n not in names and x not in names},
-            {n: sh for n, sh in self.shapes.items() if n not in names})
+            {n: s for n, s in self.defs.items() if kept(n, s)},
+            {n: (x, ext) for n, (x, ext) in self.keys.items() if kept(n, x)},
+            {n: sh for n, sh in self.shapes.items() if n not in names},
+            {n: p for n, p in self.paths.items() if kept(n, p)})
+
+    def path(self, e: Expr) -> Expr:
+        """``e`` with variables that stand for paths replaced by them (``row`` → ``M(i)``)."""
+        match e:
+            case Var(x) if x in self.paths:
+                return self.paths[x]
+            case Lookup(d, Var() as k):
+                return Lookup(self.path(d), k)
+        return e
 
     def shape(self, e: Expr) -> DictT | None:
         """The declared shape of a dictionary expression, where it follows from one."""
@@ -144,17 +167,22 @@ class _Scope:
                 return inner if isinstance(inner, DictT) else None
         return None
 
-    def stored(self, i: str, s: Sum) -> str | None:
-        """Why key ``i`` is stored in the dictionary ``s`` iterates, if it is."""
-        x = _iterated(s)
+    def whole(self, path: Expr) -> DictT | None:
+        """The shape of a path whose value is whole: an input or a stored entry of one."""
+        match path:
+            case Var(x) if x in self.shapes and self.shapes[x].whole:
+                return self.shapes[x].type
+            case Lookup(d, Var(i)) if (t := self.whole(d)) and self.holds(i, d):
+                return t.val if isinstance(t.val, DictT) else None
+        return None
+
+    def holds(self, i: str, path: Expr) -> str | None:
+        """Why key ``i`` is stored in the dictionary at ``path``, if it is."""
         source, extent = self.keys.get(i, (None, None))
-        if x is None:
-            return None
-        if source == x:
+        if source is not None and source == self.path(path):
             return "same-dictionary"
-        sh = self.shapes.get(x)
-        if (sh is not None and sh.whole and sh.type.dense and extent is not None
-                and sh.type.extent == extent):
+        t = self.whole(path)
+        if t is not None and t.dense and extent is not None and t.extent == extent:
             return "declared-extent"
         return None
 
@@ -167,9 +195,11 @@ def _keys(e: Expr, sc: _Scope, fired: Counter[str]) -> Expr:
         case Sum(k, v, dom, body):
             inner = sc.without({k, v})
             t = sc.shape(dom)
-            if k != "_" and not (isinstance(dom, Var) and dom.name in (k, v)):
-                source = dom.name if isinstance(dom, Var) else None
-                inner.keys[k] = (source, t.extent if t else None)
+            if k != "_" and not {k, v} & free_vars(dom):
+                p = sc.path(dom) if _is_path(dom) else None
+                inner.keys[k] = (p, t.extent if t else None)
+                if v != "_" and p is not None:
+                    inner.paths[v] = Lookup(p, Var(k))
             if v != "_" and t is not None and isinstance(t.val, DictT):
                 inner.shapes[v] = _Shape(t.val, whole=True)
             return replace(e, dom=go(dom), body=go(body, inner))
@@ -178,38 +208,49 @@ def _keys(e: Expr, sc: _Scope, fired: Counter[str]) -> Expr:
             inner = sc.without({x})
             if _onehot_like(rhs2):
                 inner.defs[x] = rhs2  # type: ignore[assignment]
-            if isinstance(rhs2, Var) and rhs2.name in sc.shapes:
-                inner.shapes[x] = sc.shapes[rhs2.name]
+            if (t := sc.whole(rhs2)) is not None:  # an alias of a whole value
+                inner.shapes[x] = _Shape(t, whole=True)
+            if _is_path(rhs2) and x not in free_vars(rhs2):
+                inner.paths[x] = sc.path(rhs2)
             return replace(e, rhs=rhs2, body=go(body, inner))
-        case Lookup(Var(name), Var(i)) if name in sc.defs and (why := sc.stored(i, sc.defs[name])):
+        case Lookup(Var(name), Var(i)) if name in sc.defs and (
+                why := sc.holds(i, sc.defs[name].dom)):
             fired[f"iterated-key-lookup ({why})"] += 1
             return _entry(sc.defs[name], i)
-        case Lookup(Sum() as s, Var(i)) if _onehot_like(s) and (why := sc.stored(i, s)):
+        case Lookup(Sum() as s, Var(i)) if _onehot_like(s) and (why := sc.holds(i, s.dom)):
             fired[f"iterated-key-lookup ({why})"] += 1
             return _entry(s, i)
         case _:
             return map_children(e, go)
 
 
+def _is_path(e: Expr) -> bool:
+    """A variable looked up at variables: ``M``, ``M(i)``, ``M(i)(j)``."""
+    match e:
+        case Var():
+            return True
+        case Lookup(d, Var()):
+            return _is_path(d)
+    return False
+
+
 def _onehot_like(e: Expr) -> bool:
-    """``sum(<k, v> in X) {k -> b}`` for a variable ``X``."""
-    return (isinstance(e, Sum) and isinstance(e.dom, Var) and e.key != "_"
+    """``sum(<k, v> in X) {k -> b}`` over a path ``X``."""
+    return (isinstance(e, Sum) and _is_path(e.dom) and e.key != "_"
             and isinstance(e.body, Single) and e.body.key == Var(e.key))
 
 
-def _iterated(s: Sum) -> str | None:
-    return s.dom.name if isinstance(s.dom, Var) else None
-
-
 def _entry(s: Sum, i: str) -> Expr:
-    """b[k := i, v := X(i)] for ``s = sum(<k, v> in X) {k -> b}``."""
+    """b[k := i, v := X(i)] for ``s = sum(<k, v> in X) {k -> b}`` (``X(i)`` is a path, a
+    lookup, so it is substituted; through ``let`` where a binder of b would capture)."""
     assert isinstance(s.body, Single)
     b = s.body.val
+    entry = Lookup(s.dom, Var(i))
     bound = {n for t in subterms(b) for n in _binders(t)}
-    if i in bound:  # would be captured: rename the key through a let instead
-        return Let(s.key, Var(i), b if s.val == "_" else Let(s.val, Lookup(s.dom, Var(i)), b))
+    if bound & ({i} | free_vars(entry)):
+        return Let(s.key, Var(i), b if s.val == "_" else Let(s.val, entry, b))
     b = substitute(b, s.key, Var(i))
-    return b if s.val == "_" else Let(s.val, Lookup(s.dom, Var(i)), b)
+    return b if s.val == "_" else substitute(b, s.val, entry)
 
 
 def _binders(e: Expr) -> set[str]:

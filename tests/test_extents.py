@@ -82,3 +82,21 @@ def test_the_optimized_dense_gradient_is_v2_and_pipes_into_eval(
     optimized.write_text(out)
     assert main(["eval", str(optimized), *inputs[2:]]) == 0
     assert capsys.readouterr().out == unoptimized
+
+
+def test_the_gradient_wrt_a_dense_matrix_of_a_linear_function_stops_reading_it() -> None:
+    """sum A(i,j) * M(i,j) w.r.t. a dense m×n M: the row M(i) is whole because i lies in
+    M's extent, so the row's one-hot is rewritten too and the gradient is A."""
+    from sdqlite.names import alpha_normal
+    from sdqlite.parser import parse_expr
+    from sdqlite.pipeline import pipeline
+
+    prog = parse_program("M : {dense_int[m] -> {dense_int[n] -> real}}\n"
+                         "A : {int[m] -> {int[n] -> real}}\n"
+                         "sum(<i, r> in A) sum(<j, a> in r) a * M(i)(j)")
+    ctx = {d.name: d.type for d in prog.decls}
+    assert prog.expr is not None
+    stages = pipeline(typecheck(prog.expr, ctx)[0], ctx, "M")
+    lookups = next(s for s in stages if s.name == "iterated-key lookups")
+    assert lookups.report["rules fired"] == {"iterated-key-lookup (declared-extent)": 2}
+    assert alpha_normal(stages[-1].program) == alpha_normal(parse_expr("A"))
