@@ -588,9 +588,9 @@ def _fuse_unique(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
 SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
     r.name: (fam, r) for fam, r in [
         ("algebra", Rewrite("mult-assoc1", _p("mul", _p("mul", A, B), C),
-                            _p("mul", A, _p("mul", B, C)), _no_dense)),
+                            _p("mul", A, _p("mul", B, C)))),
         ("algebra", Rewrite("mult-assoc2", _p("mul", A, _p("mul", B, C)),
-                            _p("mul", _p("mul", A, B), C), _no_dense)),
+                            _p("mul", _p("mul", A, B), C))),
         ("algebra", Rewrite("mult-one-left", _p("mul", _p(("real", 1.0)), A), A)),
         ("algebra", Rewrite("mult-one-right", _p("mul", A, _p(("real", 1.0))), A)),
         ("let", Rewrite("beta", _p("let", A, B), _beta)),
@@ -606,17 +606,15 @@ SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
         ("sum factorization", Rewrite(
             "sum-fact-inv-1", _p("mul", A, _p("sum", R, B)), _sum_fact_in, _no_dense)),
         ("singleton/multiplication", Rewrite(
-            "sing-mult-1", _p("single", A, _p("mul", B, C)), _p("mul", _p("single", A, B), C),
-            _no_dense)),
+            "sing-mult-1", _p("single", A, _p("mul", B, C)), _p("mul", _p("single", A, B), C))),
         ("singleton/multiplication", Rewrite(
-            "sing-mult-2", _p("mul", _p("single", A, B), C), _p("single", A, _p("mul", B, C)),
-            _no_dense)),
+            "sing-mult-2", _p("mul", _p("single", A, B), C), _p("single", A, _p("mul", B, C)))),
         ("singleton/multiplication", Rewrite(
             "sing-mult-3", _p("single", A, _p("mul", B, C)), _p("mul", B, _p("single", A, C)),
-            _both(_scalar("b"), _no_dense))),
+            _scalar("b"))),
         ("singleton/multiplication", Rewrite(
             "sing-mult-4", _p("mul", B, _p("single", A, C)), _p("single", A, _p("mul", B, C)),
-            _both(_scalar("b"), _no_dense))),
+            _scalar("b"))),
         ("algebra", Rewrite("eq-comm", _p("eq", A, B), _p("eq", B, A))),
         ("if-then", Rewrite(
             "if-mult2", _p("mul", A, _p("if", C, B)), _p("if", C, _p("mul", A, B)), _no_dense)),
