@@ -6,6 +6,8 @@
 * Extraction returns a member of the root class, and with sound rules (commutativity,
   associativity, units, distributivity) a term of the same value: ⟦extract(t)⟧ = ⟦t⟧ for
   every assignment; and never a costlier term than the one put in.
+* An extraction table stays valid as the graph grows: every term a snapshot
+  ``Extractor`` builds is still a member of its class after more rewriting.
 * Limits are honoured: the iteration limit exactly; the node limit inside an iteration
   (overshoot at most one right side); the time limit inside an iteration (a fake clock).
 * The e-class analysis (here: the set of variables below a class) is a join: the value
@@ -20,6 +22,7 @@ from hypothesis import strategies as st
 from sdqlite.egraph import (
     EGraph,
     ENode,
+    Extractor,
     PNode,
     PVar,
     Rewrite,
@@ -122,6 +125,20 @@ def test_extraction_is_a_cheaper_equal_member_of_the_root(t: Term, env: dict[str
     assert g.lookup_term(best) == g.find(root)
     assert cost <= t.size() and cost == best.size()
     assert value(best, env) == value(t, env), report
+
+
+@given(terms)
+def test_an_extraction_snapshot_stays_valid_as_the_graph_grows(t: Term) -> None:
+    g: EGraph[object] = EGraph()
+    g.add_term(t)
+    run(g, RULES, iter_limit=2, node_limit=500)
+    snapshot = Extractor(g, size_cost)
+    ids = g.class_ids()
+    run(g, RULES, iter_limit=3, node_limit=1500)  # more unions and new classes
+    for cid in ids:
+        assert cid in snapshot
+        _, term = snapshot.find_best(cid)
+        assert g.lookup_term(term) == g.find(cid)
 
 
 @given(terms, st.integers(1, 3))

@@ -81,6 +81,7 @@ class EGraph(Generic[D]):
         self.classes: dict[ClassId, EClass[D]] = {}
         self.pending: list[ClassId] = []  # classes whose parents need repair
         self.analysis_pending: list[ClassId] = []
+        self.generation = 0  # how many rebuilds changed something: a key for caches
 
     # ---- union-find ---------------------------------------------------------------------
 
@@ -149,6 +150,7 @@ class EGraph(Generic[D]):
         of every class (a class whose *children* merged still lists stale nodes)."""
         if not (self.pending or self.analysis_pending):
             return
+        self.generation += 1
         while self.pending or self.analysis_pending:
             todo = {self.find(c) for c in self.pending}
             self.pending.clear()
@@ -376,28 +378,51 @@ def run(egraph: EGraph[Any], rewrites: list[Rewrite], *, iter_limit: int = 30,
 CostFn = Callable[[ENode, list[float]], float]
 
 
+class Extractor:
+    """egg's ``Extractor``: the cheapest node of every class under ``cost`` — the least
+    fixpoint of best(c) = min over nodes n of c of cost(n, [best(child)...]) — computed
+    once, then read by ``find_best`` for any class.
+
+    The table is a snapshot: each entry's node is stored with the children's classes as
+    they were, so the terms it builds stay members of their classes however the graph
+    grows or merges afterwards (an e-graph never loses a term).  A class added after the
+    snapshot is not in it (``in`` says so); a cheaper term added after it is not seen."""
+
+    def __init__(self, egraph: EGraph[Any], cost: CostFn) -> None:
+        self.egraph = egraph
+        find = egraph.find
+        best: dict[ClassId, tuple[float, ENode]] = {}
+        changed = True
+        while changed:
+            changed = False
+            for cid, eclass in egraph.classes.items():
+                for node in eclass.nodes:
+                    kids = [best.get(find(c)) for c in node.children]
+                    if any(k is None for k in kids):
+                        continue
+                    c = cost(node, [k[0] for k in kids if k is not None])
+                    if cid not in best or c < best[cid][0]:
+                        best[cid] = (c, ENode(node.op, tuple(find(k) for k in node.children)))
+                        changed = True
+        self.best = best
+
+    def __contains__(self, cid: ClassId) -> bool:
+        return cid in self.best or self.egraph.find(cid) in self.best
+
+    def find_best(self, cid: ClassId) -> tuple[float, Term]:
+        """The cheapest term of ``cid``'s class (as of the snapshot) and its cost."""
+        if cid not in self.best:
+            cid = self.egraph.find(cid)
+        if cid not in self.best:
+            raise ValueError("no finite-cost term in the class")
+
+        def build(c: ClassId) -> Term:
+            node = self.best[c][1]
+            return Term(node.op, tuple(build(k) for k in node.children))
+
+        return self.best[cid][0], build(cid)
+
+
 def extract(egraph: EGraph[Any], root: ClassId, cost: CostFn) -> tuple[float, Term]:
-    """The cheapest term of ``root``'s class: the least fixpoint of
-    best(c) = min over nodes n of c of cost(n, [best(child)...])."""
-    best: dict[ClassId, tuple[float, ENode]] = {}
-    changed = True
-    while changed:
-        changed = False
-        for cid, eclass in egraph.classes.items():
-            for node in eclass.nodes:
-                kids = [best.get(egraph.find(c)) for c in node.children]
-                if any(k is None for k in kids):
-                    continue
-                c = cost(node, [k[0] for k in kids if k is not None])
-                if cid not in best or c < best[cid][0]:
-                    best[cid] = (c, node)
-                    changed = True
-
-    def build(cid: ClassId) -> Term:
-        _, node = best[egraph.find(cid)]
-        return Term(node.op, tuple(build(c) for c in node.children))
-
-    root = egraph.find(root)
-    if root not in best:
-        raise ValueError("no finite-cost term in the root class")
-    return best[root][0], build(root)
+    """The cheapest term of ``root``'s class."""
+    return Extractor(egraph, cost).find_best(root)
