@@ -6,6 +6,9 @@
   extraction: ``optimize(e)`` has e's type and e's value on generated ρ — for generated
   programs of both fragments and differentiated ones; extraction never returns a program
   costlier than its input under the cost model.
+* Scoping (``saturation._scoped``): after saturation with every rule, each class's typed
+  free de Bruijn indices are those of each of its nodes — no union merged classes of
+  different scopes — and the root's are none, so every extracted program is closed.
 * Every rule fires on some generated program.
 * Every guard is needed: without it the rule rewrites some instance wrongly
   (``SATURATION_GUARD_COUNTEREXAMPLES``, one entry per guard of every guarded rule but
@@ -16,13 +19,13 @@
 
 from collections import Counter
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from properties.generators import Generated
 from properties.test_rules import assert_same_meaning, rewrite_sites
 from sdqlite.ast import Expr
-from sdqlite.egraph import EGraph, Rewrite, ematch, extract
+from sdqlite.egraph import EGraph, Rewrite, ematch, extract, run
 from sdqlite.errors import SDQLiteError
 from sdqlite.names import NameSupply, alpha_normal, names_in
 from sdqlite.parser import parse_expr
@@ -67,6 +70,30 @@ def test_saturation_and_extraction_are_sound(site: Site, data: st.DataObject) ->
     result = optimize(elab, g.ctx, **LIMITS)  # type: ignore[arg-type]
     assert result.cost_after <= result.cost_before
     assert_same_meaning(site, result.program, data)
+
+
+# Shrunk (from the sized pipeline property): dropping an unused `let` merged
+# `let x = r(k) in zero` into the class of `zero`, shared by every binder depth; a
+# context with other binders then extracted `r(k)` with its indices out of scope.
+_SCOPE_CTX: dict[str, Type] = {"M": tensor(2), "x": DictT(REAL, dense=True)}
+_SCOPE_PROGRAM = """let t = M(0)(0) + -2.0 in
+  sum(<k, v> in {0 -> x}(3) + sum(<k4, v5> in sum(<k6, v7> in (1:3)) {unique(v7) -> k6}) x)
+    sum(<k8, v9> in M) v9"""
+
+
+@given(rewrite_sites())
+@example((Generated(_SCOPE_CTX, parse_expr(_SCOPE_PROGRAM), tensor(1)),
+          typecheck(parse_expr(_SCOPE_PROGRAM), _SCOPE_CTX)[0]))
+def test_every_class_keeps_its_scope(site: Site) -> None:
+    g0, elab = site
+    g: EGraph[Info] = EGraph(SDQLiteAnalysis())
+    root = g.add_term(encode(elab, g0.ctx))
+    run(g, [rw for _, rw in SATURATION_RULES.values()], **LIMITS)  # type: ignore[arg-type]
+    analysis = SDQLiteAnalysis()
+    for cid in g.class_ids():
+        for node in g.nodes(cid):
+            assert analysis.make(g, node).free == g.data(cid).free, (node, g.data(cid))
+    assert not g.data(root).free
 
 
 def test_every_saturation_rule_fires() -> None:

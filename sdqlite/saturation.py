@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sdqlite.ast import (
     Add,
@@ -54,6 +55,7 @@ from sdqlite.egraph import (
     ClassId,
     EGraph,
     ENode,
+    Extractor,
     PNode,
     PVar,
     Report,
@@ -61,6 +63,7 @@ from sdqlite.egraph import (
     Subst,
     Term,
     extract,
+    instantiate,
     run,
 )
 from sdqlite.names import NameSupply, names_in
@@ -150,6 +153,8 @@ def decode(t: Term, names: NameSupply, scope: tuple[str, ...] = ()) -> Expr:
                 return UnOp(op[1], go(kids[0]))
             case "array":
                 return ArrayLit(tuple(go(k) for k in kids))
+            case "keep":
+                return go(kids[0])
     match op:
         case "sum":
             k, v = names.fresh("k"), names.fresh("v")
@@ -171,31 +176,38 @@ def decode(t: Term, names: NameSupply, scope: tuple[str, ...] = ()) -> Expr:
     raise AssertionError(op)
 
 
-# ---- the analysis: type and loose indices ----------------------------------------------------
+# ---- the analysis: type and free indices -----------------------------------------------------
+
+Free = frozenset[tuple[int, Type]]
 
 
 @dataclass(frozen=True)
 class Info:
-    """What the analysis knows of a class: its type (None while unknown), and the de
-    Bruijn indices free in it (an over-approximation: the union over its terms)."""
+    """What the analysis knows of a class: its type (None while unknown), and its free de
+    Bruijn indices with their types — the scope every context of the class provides."""
 
     type: Type | None
-    loose: frozenset[int]
+    free: Free
+
+    @property
+    def loose(self) -> frozenset[int]:
+        """The free indices without their types."""
+        return frozenset(i for i, _ in self.free)
 
 
-def _binder_shift(loose: frozenset[int], n: int) -> frozenset[int]:
-    return frozenset(i - n for i in loose if i >= n)
+def _binder_shift(free: Free, n: int) -> Free:
+    return frozenset((i - n, t) for i, t in free if i >= n)
 
 
 class SDQLiteAnalysis:
     def make(self, g: EGraph[Info], node: ENode) -> Info:
         kids = [g.data(c) for c in node.children]
-        loose = frozenset().union(*(k.loose for k in kids)) if kids else frozenset()
+        free: Free = frozenset().union(*(k.free for k in kids)) if kids else frozenset()
         op = node.op
         if isinstance(op, tuple):
             match op[0]:
                 case "bvar":
-                    return Info(op[2], frozenset({op[1]}))
+                    return Info(op[2], frozenset({(op[1], erase(op[2]))}))
                 case "var":
                     return Info(op[2], frozenset())
                 case "int":
@@ -207,36 +219,81 @@ class SDQLiteAnalysis:
                 case "zero":
                     return Info(op[1], frozenset())
                 case "unop":
-                    return Info(REAL, loose)
+                    return Info(REAL, free)
                 case "array":
-                    return Info(DictT(op[1], dense=True), loose)
+                    return Info(DictT(op[1], dense=True), free)
+                case "keep":
+                    return Info(kids[0].type, op[1])
         t = [k.type for k in kids]
         match op:
             case "sum":
-                return Info(t[1], kids[0].loose | _binder_shift(kids[1].loose, 2))
+                return Info(t[1], kids[0].free | _binder_shift(kids[1].free, 2))
             case "let":
-                return Info(t[1], kids[0].loose | _binder_shift(kids[1].loose, 1))
+                return Info(t[1], kids[0].free | _binder_shift(kids[1].free, 1))
             case "single":
-                return Info(None if t[1] is None else DictT(t[1]), loose)
+                return Info(None if t[1] is None else DictT(t[1]), free)
             case "lookup":
-                return Info(t[0].val if isinstance(t[0], DictT) else None, loose)
+                return Info(t[0].val if isinstance(t[0], DictT) else None, free)
             case "if":
-                return Info(t[1], loose)
+                return Info(t[1], free)
             case "add":
-                return Info(t[0] or t[1], loose)
+                return Info(t[0] or t[1], free)
             case "mul":
                 both = t[0] is not None and t[1] is not None
-                return Info(otimes(t[0], t[1]) if both else None, loose)  # type: ignore[arg-type]
+                return Info(otimes(t[0], t[1]) if both else None, free)  # type: ignore[arg-type]
             case "eq" | "not":
-                return Info(BOOL, loose)
+                return Info(BOOL, free)
             case "range":
-                return Info(DictT(INT, dense=True), loose)
+                return Info(DictT(INT, dense=True), free)
             case "subarray" | "unique":
-                return Info(t[0], loose)
+                return Info(t[0], free)
         raise AssertionError(op)
 
     def merge(self, a: Info, b: Info) -> Info:
-        return Info(a.type or b.type, a.loose | b.loose)
+        # classes are only merged with the same free indices (see ``_scoped``)
+        return Info(a.type or b.type, a.free | b.free)
+
+
+# ---- scoping: a class's free indices are fixed ------------------------------------------------
+
+
+def keep(free: Free) -> tuple[str, Free]:
+    """The operator of ``keep[free](e)``: ``e`` (whose free indices are fewer) in a class
+    whose scope is ``free``.  Cost 0, decoded as ``e``; only the e-graph has it."""
+    return ("keep", free)
+
+
+def _scoped(rw: Rewrite) -> Rewrite:
+    """``rw``, merging its result only into a class with the same free indices.
+
+    One class serves every binder depth its free indices allow: ``zero`` or ``V`` is one
+    class under any binders.  A rewrite can drop a dependence — ``let x = a in b`` with x
+    unused becomes ``b``; ``sum(<k,v> in A) zero`` becomes ``zero`` — and a union would
+    then put a term mentioning A's indices into the class of ``zero``, where another
+    context reads those indices as other binders, of other types, or none at all.  So a
+    result with fewer free indices enters as ``keep[free](result)``, a class of its own
+    with the matched scope, and a result mentioning indices the match does not is not
+    merged.  Every class keeps the free indices it was made with, and every term of it
+    mentions only those: extraction at the root (no free index) gives a closed term."""
+    def apply(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
+        new = instantiate(g, rw.rhs, s) if isinstance(rw.rhs, PVar | PNode) else \
+            rw.rhs(g, cid, s)
+        if new is None:
+            return None
+        have, got = g.data(cid).free, g.data(new).free
+        if got == have:
+            return new
+        if got < have:
+            return g.add(ENode(keep(have), (new,)))
+        return None
+    return Rewrite(rw.name, rw.lhs, apply, rw.condition)
+
+
+def without_keep(t: Term) -> Term:
+    """``t`` with the e-graph's ``keep`` nodes removed: a term of the language."""
+    if isinstance(t.op, tuple) and t.op[0] == "keep":
+        return without_keep(t.children[0])
+    return Term(t.op, tuple(without_keep(c) for c in t.children))
 
 
 # ---- shifting and substitution on a representative --------------------------------------------
@@ -284,6 +341,8 @@ def cost_model(g: EGraph[Info]) -> Callable[[ENode, list[float]], float]:
                 return 5
             if op[0] in ("int", "real", "bool", "zero"):
                 return 1
+            if op[0] == "keep":
+                return kids[0]
             return 1 + sum(kids)
         match op:
             case "sum":
@@ -328,8 +387,18 @@ def _independent(var: str, binders: int) -> Callable[[EGraph[Info], ClassId, Sub
     return lambda g, _, s: all(i >= binders for i in g.data(s[var]).loose)
 
 
+_EXTRACTORS: WeakKeyDictionary[EGraph[Info], tuple[int, Extractor]] = WeakKeyDictionary()
+
+
 def _representative(g: EGraph[Info], cid: ClassId) -> Term:
-    return extract(g, cid, cost_model(g))[1]
+    """The cheapest term of a class, from one extraction table per generation of ``g``
+    (between two rebuilds): the appliers of an iteration share it instead of each
+    extracting the whole graph anew.  A class it does not know makes a new table."""
+    generation, table = _EXTRACTORS.get(g, (-1, None))
+    if table is None or generation != g.generation or cid not in table:
+        table = Extractor(g, cost_model(g))
+        _EXTRACTORS[g] = (g.generation, table)
+    return without_keep(table.find_best(cid)[1])
 
 
 def _moved(var: str, d: int, cutoff: int = 0) -> Callable[[EGraph[Info], Subst], ClassId]:
@@ -586,7 +655,7 @@ def _fuse_unique(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
 
 #: name -> (family, rewrite); the families follow the research notes
 SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
-    r.name: (fam, r) for fam, r in [
+    r.name: (fam, _scoped(r)) for fam, r in [
         ("algebra", Rewrite("mult-assoc1", _p("mul", _p("mul", A, B), C),
                             _p("mul", A, _p("mul", B, C)))),
         ("algebra", Rewrite("mult-assoc2", _p("mul", A, _p("mul", B, C)),
