@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, KeysView
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -68,7 +68,7 @@ class NoAnalysis:
 @dataclass
 class EClass(Generic[D]):
     id: ClassId
-    nodes: set[ENode]
+    nodes: dict[ENode, None]  # an ordered set: matching order, and so runs, reproducible
     parents: list[tuple[ENode, ClassId]]
     data: D
 
@@ -104,7 +104,7 @@ class EGraph(Generic[D]):
             return self.find(self.memo[node])
         cid = len(self.parent)
         self.parent.append(cid)
-        self.classes[cid] = EClass(cid, {node}, [], self.analysis.make(self, node))
+        self.classes[cid] = EClass(cid, {node: None}, [], self.analysis.make(self, node))
         for child in node.children:
             self.classes[child].parents.append((node, cid))
         self.memo[node] = cid
@@ -161,7 +161,7 @@ class EGraph(Generic[D]):
             for cid in changed:
                 self._propagate_analysis(cid)
         for eclass in self.classes.values():  # egg's rebuild_classes
-            eclass.nodes = {self.canonicalize(n) for n in eclass.nodes}
+            eclass.nodes = dict.fromkeys(self.canonicalize(n) for n in eclass.nodes)
 
     def _repair(self, cid: ClassId) -> None:
         eclass = self.classes[self.find(cid)]
@@ -192,11 +192,19 @@ class EGraph(Generic[D]):
     def data(self, cid: ClassId) -> D:
         return self.classes[self.find(cid)].data
 
-    def nodes(self, cid: ClassId) -> set[ENode]:
-        return self.classes[self.find(cid)].nodes
+    def nodes(self, cid: ClassId) -> KeysView[ENode]:
+        return self.classes[self.find(cid)].nodes.keys()
 
     def class_ids(self) -> list[ClassId]:
         return list(self.classes)
+
+    def classes_by_op(self) -> dict[Hashable, list[ClassId]]:
+        """The classes holding a node of each operator (where a pattern can match)."""
+        index: dict[Hashable, list[ClassId]] = {}
+        for cid, eclass in self.classes.items():
+            for op in dict.fromkeys(n.op for n in eclass.nodes):
+                index.setdefault(op, []).append(cid)
+        return index
 
     @property
     def node_count(self) -> int:
@@ -347,11 +355,13 @@ def run(egraph: EGraph[Any], rewrites: list[Rewrite], *, iter_limit: int = 30,
         for iterations in range(1, iter_limit + 1):
             before = (egraph.node_count, egraph.class_count)
             matches: list[tuple[Rewrite, ClassId, Subst]] = []
+            by_op = egraph.classes_by_op()
             for rw in rewrites:
                 if not scheduler.can_run(rw.name, iterations):
                     continue
-                found = [(cid, s) for cid in egraph.class_ids()
-                         for s in ematch(egraph, rw.lhs, cid)]
+                roots = by_op.get(rw.lhs.op, []) if isinstance(rw.lhs, PNode) else \
+                    egraph.class_ids()
+                found = [(cid, s) for cid in roots for s in ematch(egraph, rw.lhs, cid)]
                 check()
                 if scheduler.accept(rw.name, iterations, len(found)):
                     matches += [(rw, cid, s) for cid, s in found]

@@ -114,3 +114,26 @@ def test_gradient_of_a_linear_function_stops_reading_the_dense_variable() -> Non
     one = evaluate(final, {"x": dense([1.0, 0.0, 3.0]), "w": w})
     other = evaluate(final, {"x": dense([7.0, -4.0, 0.5]), "w": w})
     assert one == other == {0: 2.0, 2: 5.0}  # every position of x, whatever its value
+
+
+def test_saturation_does_not_depend_on_the_hash_seed() -> None:
+    """An e-class's nodes are an ordered set: matching order, and so what the limits cut
+    and what comes out, is the same in every process (str hashes are salted per run)."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("from benchmarks.optimizer import KERNELS\n"
+              "from sdqlite.parser import parse_program\n"
+              "from sdqlite.pipeline import pipeline\n"
+              "from sdqlite.typecheck import typecheck\n"
+              "src, wrt = KERNELS['BATAX']\n"
+              "p = parse_program(src)\n"
+              "ctx = {d.name: d.type for d in p.decls}\n"
+              "for s in pipeline(typecheck(p.expr, ctx)[0], ctx, wrt):\n"
+              "    print(s.name, s.report.get('e-graph nodes'), s.report.get('rules fired'))\n")
+    root = Path(__file__).resolve().parent.parent
+    runs = {subprocess.run([sys.executable, "-c", script], cwd=root, check=True, text=True,
+                           capture_output=True, env={**os.environ, "PYTHONHASHSEED": seed}
+                           ).stdout for seed in ("1", "2")}
+    assert len(runs) == 1, runs
