@@ -43,9 +43,9 @@ KERNELS: dict[str, tuple[str, str]] = {
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--iter-limit", type=int, default=8)
-    ap.add_argument("--node-limit", type=int, default=20_000)
-    ap.add_argument("--time-limit", type=float, default=10.0)
+    ap.add_argument("--iter-limit", type=int, default=Limits.iter_limit)
+    ap.add_argument("--node-limit", type=int, default=Limits.node_limit)
+    ap.add_argument("--time-limit", type=float, default=Limits.time_limit)
     args = ap.parse_args(argv)
     limits = Limits(args.iter_limit, args.node_limit, args.time_limit)
     print(f"limits per saturation: {limits.iter_limit} iterations, {limits.node_limit} "

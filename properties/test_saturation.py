@@ -36,6 +36,7 @@ from sdqlite.saturation import (
     cost_model,
     decode,
     encode,
+    new_egraph,
     optimize,
 )
 from sdqlite.typecheck import typecheck
@@ -86,7 +87,7 @@ _SCOPE_PROGRAM = """let t = M(0)(0) + -2.0 in
           typecheck(parse_expr(_SCOPE_PROGRAM), _SCOPE_CTX)[0]))
 def test_every_class_keeps_its_scope(site: Site) -> None:
     g0, elab = site
-    g: EGraph[Info] = EGraph(SDQLiteAnalysis())
+    g: EGraph[Info] = new_egraph()
     root = g.add_term(encode(elab, g0.ctx))
     run(g, [rw for _, rw in SATURATION_RULES.values()], **LIMITS)  # type: ignore[arg-type]
     analysis = SDQLiteAnalysis()
@@ -190,7 +191,7 @@ def test_saturation_guards_are_needed() -> None:
     for (name, guard), (ctx, text, env_text) in SATURATION_GUARD_COUNTEREXAMPLES.items():
         _, rw = SATURATION_RULES[name]
         e, t = typecheck(parse_expr(text), ctx)
-        g: EGraph[Info] = EGraph(SDQLiteAnalysis())
+        g: EGraph[Info] = new_egraph()
         root = g.add_term(encode(e, ctx))
         subst = next(ematch(g, rw.lhs, root), None)
         assert subst is not None, f"{name} should match {text}"

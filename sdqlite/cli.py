@@ -16,6 +16,7 @@ from pathlib import Path
 from sdqlite.ast import free_vars
 from sdqlite.errors import DataError, SDQLiteError, format_error
 from sdqlite.parser import Program, parse_program
+from sdqlite.pipeline import Limits
 from sdqlite.session import declared_types, read_input
 from semantics.run import Input
 
@@ -90,7 +91,7 @@ def cmd_grad(args: argparse.Namespace) -> int:
 
 
 def cmd_opt(args: argparse.Namespace) -> int:
-    from sdqlite.pipeline import Limits, as_source, describe, pipeline
+    from sdqlite.pipeline import as_source, describe, pipeline
     from semantics.run import check_program, context
 
     text, _ = _source(args.file)
@@ -172,10 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wrt", metavar="X", help="differentiate w.r.t. this input")
     p.add_argument("--input", "-i", **inp)  # type: ignore[arg-type]
     p.add_argument("--stages", action="store_true", help="print every stage (on stderr)")
-    p.add_argument("--iter-limit", type=_at_least(0, int), default=8)
-    p.add_argument("--node-limit", type=_at_least(1, int), default=20_000)
-    p.add_argument("--time-limit", type=_at_least(0, float), default=10.0,
-                   help="seconds per saturation")
+    p.add_argument("--iter-limit", type=_at_least(0, int), default=Limits.iter_limit,
+                   help="iterations per saturation (default %(default)s)")
+    p.add_argument("--node-limit", type=_at_least(1, int), default=Limits.node_limit,
+                   help="e-graph nodes per saturation (default %(default)s)")
+    p.add_argument("--time-limit", type=_at_least(0, float), default=Limits.time_limit,
+                   help="seconds per saturation (default %(default)s)")
     p.set_defaults(run=cmd_opt)
 
     p = sub.add_parser("repl", help="the interactive read-eval-print loop")

@@ -10,6 +10,7 @@ them.  The pieces, in egg's vocabulary:
   once per batch of unions (egg's *deferred rebuilding*);
 * an **e-class analysis**: a value per class made from its nodes and joined on union
   (e.g. free variables, or the kind of value a class denotes), which conditions read;
+  a binding may declare *transparent* operators, whose nodes matching looks through;
 * **patterns** with variables ``?x``, **e-matching** them against the graph, and
   **rewrites** whose right side is a pattern or a Python *applier*, with a *condition*;
 * a **runner** with egg's back-off scheduler (a rule that matches too often is banned
@@ -74,8 +75,13 @@ class EClass(Generic[D]):
 
 
 class EGraph(Generic[D]):
-    def __init__(self, analysis: Analysis[D] | None = None) -> None:
+    """``transparent(op)``: a node of this operator (with one child) stands for its child's
+    class, and matching looks through it (``members``); none by default."""
+
+    def __init__(self, analysis: Analysis[D] | None = None,
+                 transparent: Callable[[Hashable], bool] = lambda op: False) -> None:
         self.analysis: Analysis[D] = analysis or NoAnalysis()  # type: ignore[assignment]
+        self.transparent = transparent
         self.parent: list[ClassId] = []  # the union-find
         self.memo: dict[ENode, ClassId] = {}
         self.classes: dict[ClassId, EClass[D]] = {}
@@ -195,14 +201,32 @@ class EGraph(Generic[D]):
     def nodes(self, cid: ClassId) -> KeysView[ENode]:
         return self.classes[self.find(cid)].nodes.keys()
 
+    def members(self, cid: ClassId) -> list[ENode]:
+        """The nodes of a class and, through its transparent nodes, those of the classes
+        they stand for (transparent nodes themselves left out)."""
+        out: list[ENode] = []
+        seen: set[ClassId] = set()
+        todo = [self.find(cid)]
+        while todo:
+            c = todo.pop()
+            if c in seen:
+                continue
+            seen.add(c)
+            for n in self.classes[c].nodes:
+                if self.transparent(n.op):
+                    todo.append(self.find(n.children[0]))
+                else:
+                    out.append(n)
+        return out
+
     def class_ids(self) -> list[ClassId]:
         return list(self.classes)
 
     def classes_by_op(self) -> dict[Hashable, list[ClassId]]:
-        """The classes holding a node of each operator (where a pattern can match)."""
+        """The classes with a member of each operator (where a pattern can match)."""
         index: dict[Hashable, list[ClassId]] = {}
-        for cid, eclass in self.classes.items():
-            for op in dict.fromkeys(n.op for n in eclass.nodes):
+        for cid in self.classes:
+            for op in dict.fromkeys(n.op for n in self.members(cid)):
                 index.setdefault(op, []).append(cid)
         return index
 
@@ -248,7 +272,7 @@ def ematch(egraph: EGraph[Any], pattern: Pattern, cid: ClassId, subst: Subst | N
             else:
                 yield {**subst, name: cid}
         case PNode(op, kids):
-            for node in list(egraph.nodes(cid)):
+            for node in egraph.members(cid):
                 if node.op == op and len(node.children) == len(kids):
                     yield from _match_children(egraph, kids, node.children, subst)
 

@@ -294,9 +294,18 @@ def _scoped(rw: Rewrite) -> Rewrite:
     return Rewrite(rw.name, rw.lhs, apply, rw.condition)
 
 
+def is_keep(op: object) -> bool:
+    return isinstance(op, tuple) and op[0] == "keep"
+
+
+def new_egraph() -> EGraph[Info]:
+    """An e-graph for SDQLite terms: the analysis, and matching through ``keep``."""
+    return EGraph(SDQLiteAnalysis(), transparent=is_keep)
+
+
 def without_keep(t: Term) -> Term:
     """``t`` with the e-graph's ``keep`` nodes removed: a term of the language."""
-    if isinstance(t.op, tuple) and t.op[0] == "keep":
+    if is_keep(t.op):
         return without_keep(t.children[0])
     return Term(t.op, tuple(without_keep(c) for c in t.children))
 
@@ -542,7 +551,7 @@ def _zero(var: str) -> Callable[[EGraph[Info], ClassId, Subst], bool]:
     """The class of ``var`` holds a zero constant."""
     def holds(g: EGraph[Info], _: ClassId, s: Subst) -> bool:
         zero = _zero_node(g.data(s[var]).type)
-        return zero is not None and zero in g.nodes(s[var])
+        return zero is not None and zero in g.members(s[var])
     return holds
 
 
@@ -561,7 +570,7 @@ def _let_float(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     """let x = a in (b1 op b2) ~> (let x = a in b1) op (let x = a in b2), for every binary
     operator in b's class (the original's one rule over its ``binop`` encoding)."""
     out = None
-    for node in list(g.nodes(s["b"])):
+    for node in g.members(s["b"]):
         if node.op in BINARY:
             b1, b2 = (g.add(ENode("let", (s["a"], c))) for c in node.children)
             new = g.add(ENode(node.op, (b1, b2)))
@@ -608,7 +617,7 @@ def _alias(t: Term, frm: int, to: int) -> Term:
 
 
 def _is_range(g: EGraph[Info], cid: ClassId) -> bool:
-    return any(n.op == "range" for n in g.nodes(cid))
+    return any(n.op == "range" for n in g.members(cid))
 
 
 def _sum_range_value(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
@@ -644,7 +653,7 @@ def _injective_key(g: EGraph[Info], cid: ClassId, s: Subst) -> bool:
     """unique(key) is provably unique: the key is the iteration's own key, or its value
     when it iterates a range (values = positions).  A user's bare promise is not taken."""
     def is_bvar(cls: ClassId, i: int) -> bool:
-        return any(isinstance(n.op, tuple) and n.op[:2] == ("bvar", i) for n in g.nodes(cls))
+        return any(isinstance(n.op, tuple) and n.op[:2] == ("bvar", i) for n in g.members(cls))
     return is_bvar(s["key"], 1) or (_is_range(g, s["r"]) and is_bvar(s["key"], 0))
 
 
@@ -754,7 +763,7 @@ OFF_BY_DEFAULT: dict[str, str] = {
 
 def _is_bvar0(g: EGraph[Info], cid: ClassId) -> bool:
     return any(isinstance(n.op, tuple) and n.op[0] == "bvar" and n.op[1] == 0
-               for n in g.nodes(cid))
+               for n in g.members(cid))
 
 
 @dataclass
@@ -765,12 +774,12 @@ class Optimized:
     cost_after: float
 
 
-def optimize(e: Expr, ctx: Ctx, *, rules: list[str] | None = None, iter_limit: int = 8,
+def optimize(e: Expr, ctx: Ctx, *, rules: list[str] | None = None, iter_limit: int = 30,
              node_limit: int = 20_000, time_limit: float = 10.0) -> Optimized:
     """Equality saturation of an elaborated ``ctx ⊢ e`` with the SDQLite rules (``rules``
     by name; by default all but ``OFF_BY_DEFAULT``), then extraction of the cheapest
     program under the cost model (never costlier than ``e``)."""
-    g: EGraph[Info] = EGraph(SDQLiteAnalysis())
+    g = new_egraph()
     term = encode(e, ctx)
     root = g.add_term(term)
     chosen = [rw for name, (_, rw) in SATURATION_RULES.items()
