@@ -283,15 +283,17 @@ def _scoped(rw: Rewrite) -> Rewrite:
     def apply(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
         new = instantiate(g, rw.rhs, s) if isinstance(rw.rhs, PVar | PNode) else \
             rw.rhs(g, cid, s)
-        if new is None:
-            return None
-        have, got = g.data(cid).free, g.data(new).free
-        if got == have:
-            return new
-        if got < have:
-            return g.add(ENode(keep(have), (new,)))
-        return None
+        return None if new is None else in_scope(g, g.data(cid).free, new)
     return Rewrite(rw.name, rw.lhs, apply, rw.condition)
+
+
+def in_scope(g: EGraph[Info], free: Free, new: ClassId) -> ClassId | None:
+    """A class equal to ``new`` with the free indices ``free``: ``new`` itself, or
+    ``keep[free](new)`` when it needs fewer; None when it needs others."""
+    got = g.data(new).free
+    if got == free:
+        return new
+    return g.add(ENode(keep(free), (new,))) if got < free else None
 
 
 def is_keep(op: object) -> bool:
@@ -568,13 +570,15 @@ BINARY = ("add", "mul", "single", "lookup", "eq")
 
 def _let_float(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     """let x = a in (b1 op b2) ~> (let x = a in b1) op (let x = a in b2), for every binary
-    operator in b's class (the original's one rule over its ``binop`` encoding)."""
+    operator in b's class (the original's one rule over its ``binop`` encoding).  The
+    copies are merged with each other here, so each is first put in the matched scope."""
     out = None
     for node in g.members(s["b"]):
         if node.op in BINARY:
             b1, b2 = (g.add(ENode("let", (s["a"], c))) for c in node.children)
-            new = g.add(ENode(node.op, (b1, b2)))
-            out = new if out is None else g.union(out, new)
+            new = in_scope(g, g.data(cid).free, g.add(ENode(node.op, (b1, b2))))
+            if new is not None:
+                out = new if out is None else g.union(out, new)
     return out
 
 
