@@ -8,6 +8,8 @@
   every assignment; and never a costlier term than the one put in.
 * An extraction table stays valid as the graph grows: every term a snapshot
   ``Extractor`` builds is still a member of its class after more rewriting.
+* A transparent node is looked through: a pattern matches a class holding
+  ``wrap(c)`` exactly as it matches ``c``'s class.
 * Limits are honoured: the iteration limit exactly; the node limit inside an iteration
   (overshoot at most one right side); the time limit inside an iteration (a fake clock).
 * The e-class analysis (here: the set of variables below a class) is a join: the value
@@ -27,6 +29,7 @@ from sdqlite.egraph import (
     PVar,
     Rewrite,
     Term,
+    ematch,
     extract,
     run,
 )
@@ -139,6 +142,17 @@ def test_an_extraction_snapshot_stays_valid_as_the_graph_grows(t: Term) -> None:
         assert cid in snapshot
         _, term = snapshot.find_best(cid)
         assert g.lookup_term(term) == g.find(cid)
+
+
+@given(terms)
+def test_matching_looks_through_transparent_nodes(t: Term) -> None:
+    g: EGraph[object] = EGraph(transparent=lambda op: op == "wrap")
+    inner = g.add_term(t)
+    outer = g.add(ENode("wrap", (inner,)))
+    assert outer != inner
+    for rw in RULES:
+        assert list(ematch(g, rw.lhs, outer)) == list(ematch(g, rw.lhs, inner)), rw.name
+    assert all(n.op != "wrap" for n in g.members(outer))
 
 
 @given(terms, st.integers(1, 3))
