@@ -89,12 +89,16 @@ _FLOAT_CTX: dict[str, Type] = {"x": REAL, "V1": tensor(2)}
 _FLOAT_PROGRAM = typecheck(gradient(typecheck(parse_expr(
     "gradient (sum(<k1, v2> in V1) sum(<k3, v4> in v2) v4) x"), _FLOAT_CTX)[0], "V1",
     _FLOAT_CTX), _FLOAT_CTX)[0]
+_FLOAT_PROGRAM_2 = typecheck(parse_expr(
+    "-1.0 * sin(sum(<_, v> in zero[{int -> real}]) 1.5) * sum(<k1, v1> in zero[{int -> real}])"
+    " let k2 = 0.0 in let v2 = zero[{int -> real}](k1) in 0.0"), {"x": REAL})[0]
 
 
 @given(rewrite_sites())
 @example((Generated(_SCOPE_CTX, parse_expr(_SCOPE_PROGRAM), tensor(1)),
           typecheck(parse_expr(_SCOPE_PROGRAM), _SCOPE_CTX)[0]))
 @example((Generated(_FLOAT_CTX, _FLOAT_PROGRAM, REAL), _FLOAT_PROGRAM))
+@example((Generated({"x": REAL}, _FLOAT_PROGRAM_2, REAL), _FLOAT_PROGRAM_2))  # the thorough run
 def test_every_class_keeps_its_scope(site: Site) -> None:
     g0, elab = site
     g: EGraph[Info] = new_egraph()
