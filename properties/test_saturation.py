@@ -74,17 +74,17 @@ def test_saturation_and_extraction_are_sound(site: Site, data: st.DataObject) ->
     assert_same_meaning(site, result.program, data)
 
 
-# Shrunk (from the sized pipeline property): dropping an unused `let` merged
-# `let x = r(k) in zero` into the class of `zero`, shared by every binder depth; a
-# context with other binders then extracted `r(k)` with its indices out of scope.
+# Shrunk counterexamples of the scoping property.
+# 1. From the sized pipeline property: dropping an unused `let` merged
+#    `let x = r(k) in zero` into the class of `zero`, shared by every binder depth; a
+#    context with other binders then extracted `r(k)` with its indices out of scope.
 _SCOPE_CTX: dict[str, Type] = {"M": tensor(2), "x": DictT(REAL, dense=True)}
 _SCOPE_PROGRAM = """let t = M(0)(0) + -2.0 in
   sum(<k, v> in {0 -> x}(3) + sum(<k4, v5> in sum(<k6, v7> in (1:3)) {unique(v7) -> k6}) x)
     sum(<k8, v9> in M) v9"""
-
-
-# Shrunk: let-float merged its copies with each other, one of them seen through a keep
-# node and so needing fewer indices, before putting them in the matched scope.
+# 2. and 3. (CI, the thorough run): let-float merged its copies with each other, one of
+#    them seen through a keep node and so needing fewer indices, before putting them in
+#    the matched scope.
 _FLOAT_CTX: dict[str, Type] = {"x": REAL, "V1": tensor(2)}
 _FLOAT_PROGRAM = typecheck(gradient(typecheck(parse_expr(
     "gradient (sum(<k1, v2> in V1) sum(<k3, v4> in v2) v4) x"), _FLOAT_CTX)[0], "V1",
@@ -98,7 +98,7 @@ _FLOAT_PROGRAM_2 = typecheck(parse_expr(
 @example((Generated(_SCOPE_CTX, parse_expr(_SCOPE_PROGRAM), tensor(1)),
           typecheck(parse_expr(_SCOPE_PROGRAM), _SCOPE_CTX)[0]))
 @example((Generated(_FLOAT_CTX, _FLOAT_PROGRAM, REAL), _FLOAT_PROGRAM))
-@example((Generated({"x": REAL}, _FLOAT_PROGRAM_2, REAL), _FLOAT_PROGRAM_2))  # the thorough run
+@example((Generated({"x": REAL}, _FLOAT_PROGRAM_2, REAL), _FLOAT_PROGRAM_2))
 def test_every_class_keeps_its_scope(site: Site) -> None:
     g0, elab = site
     g: EGraph[Info] = new_egraph()
