@@ -24,6 +24,7 @@ from sdqlite.passes import (
     normalize_multiplication,
     sparsity_propagation,
 )
+from sdqlite.saturation import Limits as Limits  # part of this module's interface
 from sdqlite.saturation import optimize
 from sdqlite.typecheck import Ctx, typecheck
 
@@ -36,19 +37,10 @@ class Stage:
     report: dict[str, object] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Per saturation: iterations (egg's default), e-graph nodes, seconds.  Every kernel
-    of ``make bench`` saturates well within them."""
-
-    iter_limit: int = 30
-    node_limit: int = 20_000
-    time_limit: float = 10.0
-
-
-def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits = Limits()
+def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = None
              ) -> list[Stage]:
     """Run the pipeline on an elaborated ``ctx ⊢ e``; the last stage is the result."""
+    limits = limits or Limits()
     stages = [Stage("input", e, 0.0)]
 
     def stage(name: str, fn: Callable[[Expr], tuple[Expr, dict[str, object]]]) -> None:

@@ -656,9 +656,7 @@ def _get_range(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
 def _injective_key(g: EGraph[Info], cid: ClassId, s: Subst) -> bool:
     """unique(key) is provably unique: the key is the iteration's own key, or its value
     when it iterates a range (values = positions).  A user's bare promise is not taken."""
-    def is_bvar(cls: ClassId, i: int) -> bool:
-        return any(isinstance(n.op, tuple) and n.op[:2] == ("bvar", i) for n in g.members(cls))
-    return is_bvar(s["key"], 1) or (_is_range(g, s["r"]) and is_bvar(s["key"], 0))
+    return _is_bvar(g, s["key"], 1) or (_is_range(g, s["r"]) and _is_bvar(g, s["key"], 0))
 
 
 def _fuse_unique(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
@@ -750,7 +748,7 @@ SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
             lambda g, c, s: _is_range(g, s["r"]) and not g.data(s["r"]).loose)),
         ("cleanup", Rewrite(
             "sum-sing", _p("sum", R, _p("single", PNode(("bvar", 1, INT)), PVar("v"))), R,
-            lambda g, c, s: _sparse_dict("r")(g, c, s) and _is_bvar0(g, s["v"]))),
+            lambda g, c, s: _sparse_dict("r")(g, c, s) and _is_bvar(g, s["v"], 0))),
     ]
 }
 
@@ -765,9 +763,19 @@ OFF_BY_DEFAULT: dict[str, str] = {
 }
 
 
-def _is_bvar0(g: EGraph[Info], cid: ClassId) -> bool:
-    return any(isinstance(n.op, tuple) and n.op[0] == "bvar" and n.op[1] == 0
-               for n in g.members(cid))
+def _is_bvar(g: EGraph[Info], cid: ClassId, i: int) -> bool:
+    """The class holds the bound variable ``i``."""
+    return any(isinstance(n.op, tuple) and n.op[:2] == ("bvar", i) for n in g.members(cid))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per saturation: iterations (egg's default), e-graph nodes, seconds.  Every kernel
+    of ``make bench`` saturates well within them."""
+
+    iter_limit: int = 30
+    node_limit: int = 20_000
+    time_limit: float = 10.0
 
 
 @dataclass
@@ -778,8 +786,9 @@ class Optimized:
     cost_after: float
 
 
-def optimize(e: Expr, ctx: Ctx, *, rules: list[str] | None = None, iter_limit: int = 30,
-             node_limit: int = 20_000, time_limit: float = 10.0) -> Optimized:
+def optimize(e: Expr, ctx: Ctx, *, rules: list[str] | None = None,
+             iter_limit: int = Limits.iter_limit, node_limit: int = Limits.node_limit,
+             time_limit: float = Limits.time_limit) -> Optimized:
     """Equality saturation of an elaborated ``ctx ⊢ e`` with the SDQLite rules (``rules``
     by name; by default all but ``OFF_BY_DEFAULT``), then extraction of the cheapest
     program under the cost model (never costlier than ``e``)."""
