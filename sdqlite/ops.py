@@ -2,7 +2,8 @@
 
 Each entry gives the name, the sympy function (by name, for the symbolic oracle), the
 numeric function, the derivative ``op'`` as an SDQLite expression of the argument (used
-by forward mode: ``F[op(e)] = op'(e) * F[e]``), and the domain.  There is no division in
+by forward mode: ``F[op(e)] = op'(e) * F[e]``), the domain, and the C++ expression and
+domain test the backend generates (``codegen/emit.py``).  There is no division in
 SDQLite, so ``inv`` (1/x) is an operation: ``log' = inv`` needs it.
 """
 
@@ -24,6 +25,8 @@ class UnaryOp:
     derivative: Callable[[Expr], Expr]
     domain: Callable[[Any], bool]
     domain_text: str
+    cpp: str  # a C++ expression of the double x
+    cpp_domain: str = "true"  # a C++ test of x
 
 
 def _u(name: str) -> Callable[[Expr], Expr]:
@@ -42,24 +45,26 @@ UNARY_OPS: dict[str, UnaryOp] = {
     op.name: op
     for op in [
         #       name    sympy    numeric           op'(x)                                domain
-        UnaryOp("sin", "sin", math.sin, _u("cos"), _always, "every real"),
-        UnaryOp("cos", "cos", math.cos, lambda x: _neg(UnOp("sin", x)), _always, "every real"),
-        UnaryOp("exp", "exp", math.exp, _u("exp"), _always, "every real"),
-        UnaryOp("log", "log", math.log, _u("inv"), lambda x: x > 0, "x > 0"),
+        UnaryOp("sin", "sin", math.sin, _u("cos"), _always, "every real", "std::sin(x)"),
+        UnaryOp("cos", "cos", math.cos, lambda x: _neg(UnOp("sin", x)), _always, "every real",
+                "std::cos(x)"),
+        UnaryOp("exp", "exp", math.exp, _u("exp"), _always, "every real", "std::exp(x)"),
+        UnaryOp("log", "log", math.log, _u("inv"), lambda x: x > 0, "x > 0", "std::log(x)",
+                "x > 0"),
         UnaryOp(
             "sqrt", "sqrt", math.sqrt,
             lambda x: Mul(RealConst(0.5), UnOp("inv", UnOp("sqrt", x))),
-            lambda x: x >= 0, "x >= 0",
+            lambda x: x >= 0, "x >= 0", "std::sqrt(x)", "x >= 0",
         ),
         UnaryOp(
             "tanh", "tanh", math.tanh,
             lambda x: Add(RealConst(1.0), _neg(Mul(UnOp("tanh", x), UnOp("tanh", x)))),
-            _always, "every real",
+            _always, "every real", "std::tanh(x)",
         ),
         UnaryOp(
             "inv", "", lambda x: 1 / x,
             lambda x: _neg(Mul(UnOp("inv", x), UnOp("inv", x))),
-            lambda x: x != 0, "x != 0",
+            lambda x: x != 0, "x != 0", "1.0 / x", "x != 0",
         ),
     ]
 }

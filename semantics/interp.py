@@ -124,7 +124,7 @@ def _eval(e: Expr, env: Env, field: Field) -> Value:
         case Eq(a, b):
             return bool(ev(a) == ev(b))
         case UnOp(name, a):
-            return _unop(name, ev(a), e.span)
+            return unop(name, ev(a), e.span)
         case Range(lo, hi):  # (st:en) = {p -> p | st <= p < en}
             st, en = _int(ev(lo), "a range start", lo.span), _int(ev(hi), "a range end", hi.span)
             _size(en - st, e.span)
@@ -151,7 +151,9 @@ def _size(n: int, span: Span | None) -> None:
                         f"interpreter builds ({MAX_DENSE})", span)
 
 
-def _unop(name: str, x: Value, span: Span | None) -> Value:
+def unop(name: str, x: Value, span: Span | None) -> Value:
+    """``op(x)``, or the EvalError of an argument outside the domain or a result that is
+    not finite (the C++ backend reports its failures through this too)."""
     op = UNARY_OPS[name]
     symbolic = V.is_sympy(x) and not getattr(x, "is_number", False)
     if not symbolic and not op.domain(x):
