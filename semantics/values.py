@@ -282,3 +282,22 @@ def _near_zero(v: Value, abs_tol: float) -> bool:
     if isinstance(v, DenseArray):
         return all(_near_zero(x, abs_tol) for x in v)
     return abs(float(v)) <= abs_tol
+
+
+def inner_extents_forgotten(v: Value, *, under_dict: bool = False) -> Value:
+    """``v`` with every dense array stored under a dictionary key read as the function of
+    its positions (the dictionary of its non-zero positions).
+
+    An all-zero array is zero inside a dictionary and is dropped, and with it its extent:
+    so ``+`` on such dictionaries is associative only pointwise (``({0 -> [0, 1]} +
+    {0 -> [0, -1]}) + {0 -> [5]}`` keeps one position, ``{0 -> [0, 1]} + ({0 -> [0, -1]}
+    + {0 -> [5]})`` two).  Whatever sums in another order (destination-passing style, the
+    C++ backend's hash maps) agrees with the interpreter on these values pointwise."""
+    if isinstance(v, dict):
+        return {k: inner_extents_forgotten(x, under_dict=True) for k, x in v.items()}
+    if isinstance(v, DenseArray):
+        items = [inner_extents_forgotten(x, under_dict=under_dict) for x in v.items]
+        if not under_dict:
+            return DenseArray(tuple(items), v.start)
+        return {p: x for p, x in enumerate(items, v.start) if not is_zero(x)}
+    return v
