@@ -1,0 +1,122 @@
+"""Build and load generated C++ (DESIGN.md, "Build and load").
+
+The system compiler (``$CXX``, else ``g++``) builds a shared object with
+``-O3 -march=native`` by default (``$SDQLITE_CXXFLAGS`` replaces the optimization flags:
+``-O0`` for quick test builds, ``-O1 -g -fsanitize=address,undefined`` for the sanitizer
+run).  Objects are cached under the user's cache directory (``$SDQLITE_CACHE``, else
+``$XDG_CACHE_HOME/sdqlite``, else ``~/.cache/sdqlite``), named by a hash of the source,
+the runtime header, the flags and the compiler; a build goes to a temporary file that is
+renamed into place (atomic), under a lock, so two processes compiling at once never load
+a half-written file.  Objects are loaded with ``ctypes``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from sdqlite.errors import CodegenError
+
+HERE = Path(__file__).parent
+RUNTIME = HERE / "sdqlite_runtime.h"
+DEFAULT_FLAGS = "-O3 -march=native"
+#: always on: the language standard, a shared object, and no fused multiply-add (the
+#: interpreter rounds a * b before adding it; contraction would round once)
+BASE_FLAGS = ("-std=c++17", "-fPIC", "-shared", "-ffp-contract=off")
+HEADER_PACKAGE = "libboost1.81-dev"  # Debian 12: boost::unordered_flat_map (Boost >= 1.81)
+
+
+def compiler() -> str:
+    cxx = os.environ.get("CXX", "g++")
+    path = shutil.which(cxx)
+    if path is None:
+        raise CodegenError(f"no C++ compiler: {cxx!r} was not found (on Debian: "
+                           f"sudo apt-get install g++ {HEADER_PACKAGE})")
+    return path
+
+
+def flags() -> list[str]:
+    return shlex.split(os.environ.get("SDQLITE_CXXFLAGS", DEFAULT_FLAGS))
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("SDQLITE_CACHE")
+    if root:
+        return Path(root)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "sdqlite"
+
+
+@cache
+def _identity(cxx: str, opts: tuple[str, ...]) -> str:
+    """What the object depends on besides its source: the compiler's version and, with
+    -march=native, the target it resolves to on this machine."""
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    target = ""
+    if any(o.startswith("-march=native") or o.startswith("-mtune=native") for o in opts):
+        target = subprocess.run([cxx, *opts, "-Q", "--help=target"], capture_output=True,
+                                text=True).stdout
+    return version + target
+
+
+@dataclass(frozen=True)
+class Built:
+    library: ctypes.CDLL
+    path: Path  # the shared object
+    source: Path  # the C++ file it was built from
+
+
+def build(source: str) -> Built:
+    """Compile ``source`` (a translation unit including the runtime) and load it."""
+    cxx, opts = compiler(), flags()
+    runtime = RUNTIME.read_bytes()
+    key = hashlib.sha256(b"\0".join([source.encode(), runtime, " ".join(opts).encode(),
+                                     _identity(cxx, tuple(opts)).encode()])).hexdigest()[:24]
+    root = cache_dir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CodegenError(f"cannot create the cache directory {root}: {err}") from None
+    cpp, so = root / f"{key}.cpp", root / f"{key}.so"
+    if not so.exists():
+        with open(root / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time; others then find it
+            if not so.exists():
+                _compile(cxx, opts, source, cpp, so)
+    try:
+        return Built(ctypes.CDLL(str(so)), so, cpp)
+    except OSError as err:
+        raise CodegenError(f"cannot load {so}: {err}") from None
+
+
+def _compile(cxx: str, opts: list[str], source: str, cpp: Path, so: Path) -> None:
+    tmp_cpp = cpp.with_suffix(f".cpp.{os.getpid()}")
+    tmp_cpp.write_text(source, encoding="utf-8")
+    os.replace(tmp_cpp, cpp)
+    tmp = so.with_suffix(f".so.{os.getpid()}")
+    cmd = [cxx, *BASE_FLAGS, *opts, "-I", str(HERE), str(cpp), "-o", str(tmp)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as err:
+        raise CodegenError(f"cannot run the C++ compiler {cxx}: {err}") from None
+    if done.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise CodegenError(_compiler_failure(done.stderr, cpp))
+    os.replace(tmp, so)  # atomic: a reader sees no object or a whole one
+
+
+def _compiler_failure(stderr: str, cpp: Path) -> str:
+    if "boost/unordered/unordered_flat_map.hpp" in stderr:
+        return (f"the C++ backend needs Boost >= 1.81 (boost::unordered_flat_map): on Debian, "
+                f"sudo apt-get install {HEADER_PACKAGE} (generated file: {cpp})")
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    shown = "\n".join(lines[:12]) + ("\n..." if len(lines) > 12 else "")
+    return f"the C++ compiler failed on the generated file {cpp}:\n{shown}"

@@ -1,0 +1,144 @@
+"""Values across the C boundary: the flat buffers of ``codegen/sdqlite_runtime.h``.
+
+A value of a type with L dictionary layers travels as 2L + 1 numpy arrays: per layer a
+pointer array (the entries of instance i are ptr[i] .. ptr[i+1]-1; the root is the one
+instance of the first layer) and an index array (a sparse layer's key per entry, a dense
+layer's start position per instance), then the leaf values (float64 for real, int64 for
+int, uint8 for bool).  The instances of a layer are the entries of the layer above.
+
+From numpy and ``scipy.sparse`` the buffers are built without per-entry Python work
+(``from_numpy``, ``from_scipy``); our values (nested ``dict``/``DenseArray``) go through
+``encode``/``decode``, one step per entry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse
+
+from sdqlite.errors import DataError
+from sdqlite.types import BOOL, REAL, BoolT, DictT, Type, scalar_of
+from semantics.values import Value, dense
+
+Buffers = list[Any]  # numpy arrays
+
+
+def layers(t: Type) -> list[DictT]:
+    out = []
+    while isinstance(t, DictT):
+        out.append(t)
+        t = t.val
+    return out
+
+
+def leaf_dtype(t: Type) -> Any:
+    leaf = scalar_of(t)
+    return np.float64 if leaf == REAL else np.uint8 if isinstance(leaf, BoolT) else np.int64
+
+
+def _i64(xs: Any) -> Any:
+    return np.ascontiguousarray(xs, dtype=np.int64)
+
+
+# ---- our values -----------------------------------------------------------------------------
+
+
+def encode(v: Value, t: Type) -> Buffers:
+    """The buffers of a value of type ``t`` (sparse layers in key order)."""
+    ls = layers(t)
+    ptr: list[list[int]] = [[0] for _ in ls]
+    idx: list[list[int]] = [[] for _ in ls]
+    count = [0] * len(ls)
+    leaves: list[Any] = []
+    todo = [(v, 0)]  # depth first, a whole instance's entries before its children
+    while todo:
+        x, level = todo.pop()
+        if level == len(ls):
+            leaves.append(x)
+            continue
+        if ls[level].dense:
+            idx[level].append(x.start)
+            children = list(x.items)
+        else:
+            keys = sorted(x)
+            idx[level] += keys
+            children = [x[k] for k in keys]
+        count[level] += len(children)
+        ptr[level].append(count[level])
+        todo += [(c, level + 1) for c in reversed(children)]
+    out: Buffers = []
+    for p, i in zip(ptr, idx, strict=True):
+        out += [_i64(p), _i64(i)]
+    out.append(np.array([float(x) if scalar_of(t) == REAL else int(x) for x in leaves],
+                        dtype=leaf_dtype(t)))
+    return out
+
+
+def decode(bufs: Buffers, t: Type) -> Value:
+    """The value of type ``t`` the buffers hold (real leaves as Python floats)."""
+    ls = layers(t)
+    ptrs, idxs = [b.tolist() for b in bufs[0:-1:2]], [b.tolist() for b in bufs[1:-1:2]]
+    leaves = bufs[-1].tolist()
+    leaf = scalar_of(t)
+    convert = float if leaf == REAL else bool if leaf == BOOL else int
+
+    def at(level: int, inst: int) -> Value:
+        if level == len(ls):
+            return convert(leaves[inst])
+        lo, hi = ptrs[level][inst], ptrs[level][inst + 1]
+        if ls[level].dense:
+            return dense([at(level + 1, e) for e in range(lo, hi)], idxs[level][inst])
+        return {idxs[level][e]: at(level + 1, e) for e in range(lo, hi)}
+
+    return at(0, 0)
+
+
+# ---- numpy and scipy, without per-entry Python work ------------------------------------------
+
+
+def from_numpy(a: Any, t: Type) -> Buffers:
+    """A numpy array of ``t``'s shape: one dense layer per dimension (a 0-d array or a
+    Python number for a scalar)."""
+    arr = np.asarray(a)
+    ls = layers(t)
+    if arr.ndim != len(ls) or not all(layer.dense for layer in ls):
+        raise DataError(f"a {arr.ndim}-d array is not a value of type {t}")
+    out: Buffers = []
+    instances = 1
+    for d in range(arr.ndim):
+        n = arr.shape[d]
+        out += [np.arange(0, instances * n + 1, n, dtype=np.int64) if n else
+                np.zeros(instances + 1, dtype=np.int64), np.zeros(instances, dtype=np.int64)]
+        instances *= n
+    out.append(np.ascontiguousarray(arr, dtype=leaf_dtype(t)).ravel())
+    return out
+
+
+def from_scipy(m: Any) -> Buffers:
+    """A sparse matrix as ``{int -> {int -> real}}`` (rows without entries left out, explicit
+    zeros dropped, duplicates added)."""
+    csr = scipy.sparse.csr_array(m, dtype=np.float64)
+    csr.sum_duplicates()
+    csr.eliminate_zeros()
+    counts = np.diff(csr.indptr)
+    rows = np.flatnonzero(counts)
+    return [np.array([0, len(rows)], dtype=np.int64), _i64(rows),
+            _i64(np.concatenate([[0], np.cumsum(counts[rows])])), _i64(csr.indices),
+            np.ascontiguousarray(csr.data, dtype=np.float64)]
+
+
+def scalar(x: Any, t: Type) -> Buffers:
+    return [np.array([x], dtype=leaf_dtype(t))]
+
+
+def to_coo(bufs: Buffers, t: Type) -> tuple[list[Any], Any]:
+    """Every leaf's keys (one int64 array per layer) and the leaf values, vectorized."""
+    keys: list[Any] = []
+    for level, layer in enumerate(layers(t)):
+        ptr, idx = bufs[2 * level], bufs[2 * level + 1]
+        owner = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
+        offset = np.arange(len(owner), dtype=np.int64) - ptr[:-1][owner]
+        keys = [k[owner] for k in keys] + [idx[owner] + offset if layer.dense else idx]
+    return keys, bufs[-1]

@@ -1,0 +1,450 @@
+// The C++ runtime of sdqlite's generated code (§6 "Destination-Passing Style & C++ Code
+// Generation"): the semiring operations of Fig. langs on nested dictionaries and dense
+// arrays, with the interpreter's semantics (semantics/values.py):
+//
+//   {int -> D}        sdql::dict<D>  a hash map (boost::unordered_flat_map, measured best
+//                                    of the Debian maps); it never stores a zero: prune()
+//                                    drops entries that became zero, lookup() never inserts
+//   {dense_int -> D}  sdql::arr<D>   positions start .. start+n-1, zeros kept; a view over
+//                                    caller memory or a shared buffer (copy on write)
+//   int, real, bool   sdql::i64, double, bool
+//
+// `+` and `*` (the tensor product) are add/mul, with in-place forms for destinations
+// (add_into, mul_add_into).  Integer arithmetic is checked (64 bits; the interpreter's
+// integers are unbounded), real overflow is read off the floating-point flags.  Failures
+// are thrown as sdql::failure and reported through the entry point's status.
+#pragma once
+
+#include <boost/unordered/unordered_flat_map.hpp>
+
+#include <algorithm>
+#include <cfenv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace sdql {
+
+using i64 = std::int64_t;
+
+// ---- failures ---------------------------------------------------------------------------
+
+enum code : i64 { OK = 0, DOMAIN = 1, RANGE = 2, REAL_OVERFLOW = 3, INT_OVERFLOW = 4,
+                  NO_MEMORY = 5, OTHER = 6 };
+
+struct failure {
+  i64 code, op, span;  // op: index in the unary-operation table; span: index in the span table
+  double value;        // the argument of a unary operation outside its domain
+};
+
+struct status {
+  i64 code, op, span;
+  double value;
+  char message[256];
+};
+
+[[noreturn]] inline void fail(i64 c, i64 op = -1, double value = 0, i64 span = -1) {
+  throw failure{c, op, span, value};
+}
+
+inline i64 iadd(i64 a, i64 b) {
+  i64 r;
+  if (__builtin_add_overflow(a, b, &r)) fail(INT_OVERFLOW);
+  return r;
+}
+
+inline i64 imul(i64 a, i64 b) {
+  i64 r;
+  if (__builtin_mul_overflow(a, b, &r)) fail(INT_OVERFLOW);
+  return r;
+}
+
+// ---- the value types ---------------------------------------------------------------------
+
+template <class V> using dict = boost::unordered_flat_map<i64, V>;
+
+template <class V> struct arr {
+  i64 start = 0, n = 0;
+  const V* p = nullptr;                    // position start is p[0]
+  std::shared_ptr<std::vector<V>> own;     // null for a view over the caller's memory
+
+  i64 end() const { return start + n; }
+  const V& at(i64 pos) const { return p[pos - start]; }
+
+  // Writable positions, copied first unless this array alone owns exactly its buffer.
+  V* mut() {
+    if (!own || own.use_count() > 1 || p != own->data() || i64(own->size()) != n) {
+      own = std::make_shared<std::vector<V>>(p, p + n);
+      p = own->data();
+    }
+    return own->data();
+  }
+};
+
+template <class V> arr<V> owned(std::vector<V>&& items, i64 start) {
+  arr<V> a;
+  if (items.empty()) return a;  // the empty array starts at 0, as in the interpreter
+  a.own = std::make_shared<std::vector<V>>(std::move(items));
+  a.p = a.own->data();
+  a.n = i64(a.own->size());
+  a.start = start;
+  return a;
+}
+
+template <class T> struct is_dict : std::false_type {};
+template <class V> struct is_dict<dict<V>> : std::true_type {};
+template <class T> struct is_arr : std::false_type {};
+template <class V> struct is_arr<arr<V>> : std::true_type {};
+template <class T> constexpr bool is_scalar_v = std::is_arithmetic_v<T>;
+
+// D1 ⊗ D2 (Fig. langs): real ⊗ D = D, {I -> D1} ⊗ D2 = {I -> D1 ⊗ D2}
+template <class A, class B> struct otimes { using type = B; };
+template <class V, class B> struct otimes<dict<V>, B> {
+  using type = dict<typename otimes<V, B>::type>;
+};
+template <class V, class B> struct otimes<arr<V>, B> {
+  using type = arr<typename otimes<V, B>::type>;
+};
+template <class A, class B> using otimes_t = typename otimes<A, B>::type;
+
+// ---- zero ------------------------------------------------------------------------------
+
+template <class T> const T& zero() {
+  static const T z{};
+  return z;
+}
+
+inline bool is_zero(double x) { return x == 0; }
+inline bool is_zero(i64 x) { return x == 0; }
+template <class V> bool is_zero(const dict<V>& d) { return d.empty(); }
+// an array counts as zero (inside a dictionary) when every position holds zero
+template <class V> bool is_zero(const arr<V>& a) {
+  for (i64 i = 0; i < a.n; i++)
+    if (!is_zero(a.p[i])) return false;
+  return true;
+}
+
+// Drop the entries that became zero, innermost first.  Only dictionary layers written in
+// place (dest[k] += ...) can hold them: arrays are always added to canonically.
+template <class T> void prune(T& x) {
+  if constexpr (is_dict<T>::value) {
+    using V = typename T::mapped_type;
+    if constexpr (is_dict<V>::value)
+      for (auto& kv : x) prune(kv.second);
+    boost::unordered::erase_if(x, [](const auto& kv) { return is_zero(kv.second); });
+  }
+}
+
+// ---- construction and lookup -------------------------------------------------------------
+
+template <class V> dict<V> single(i64 k, const V& v) {  // {k -> v}, {k -> 0} = {}
+  dict<V> d;
+  if (!is_zero(v)) d.emplace(k, v);
+  return d;
+}
+
+template <class V> const V& lookup(const dict<V>& d, i64 k) {  // never inserts
+  auto it = d.find(k);
+  return it == d.end() ? zero<V>() : it->second;
+}
+
+template <class V> const V& lookup(const arr<V>& a, i64 k) {  // zero out of range
+  return k >= a.start && k < a.end() ? a.at(k) : zero<V>();
+}
+
+// A lookup into a temporary returns its entry by value (a reference would dangle).
+template <class V> V lookup(dict<V>&& d, i64 k) { return lookup(static_cast<const dict<V>&>(d), k); }
+template <class V> V lookup(arr<V>&& a, i64 k) { return lookup(static_cast<const arr<V>&>(a), k); }
+
+inline arr<i64> range(i64 lo, i64 hi) {  // (lo:hi)
+  std::vector<i64> items;
+  if (hi > lo) {
+    items.resize(std::size_t(hi - lo));
+    for (i64 k = lo; k < hi; k++) items[std::size_t(k - lo)] = k;
+  }
+  return owned(std::move(items), lo);
+}
+
+inline i64 range_at(i64 lo, i64 hi, i64 k) { return lo <= k && k < hi ? k : 0; }  // (lo:hi)(k)
+
+template <class V> arr<V> subarray(const arr<V>& a, i64 lo, i64 hi) {  // a(lo:hi)
+  if (hi <= lo) return arr<V>{};
+  if (lo >= a.start && hi <= a.end()) {  // inside: share a's positions
+    arr<V> s = a;
+    s.p = a.p + (lo - a.start);
+    s.start = lo;
+    s.n = hi - lo;
+    return s;
+  }
+  std::vector<V> items(std::size_t(hi - lo));
+  for (i64 k = lo; k < hi; k++) items[std::size_t(k - lo)] = lookup(a, k);
+  return owned(std::move(items), lo);
+}
+
+template <class V> arr<V> array_of(std::vector<V> items) { return owned(std::move(items), 0); }
+
+// ---- + ------------------------------------------------------------------------------------
+
+inline void add_into(double& a, double b) { a += b; }
+inline void add_into(i64& a, i64 b) { a = iadd(a, b); }
+
+template <class V> void add_into(dict<V>& a, const dict<V>& b) {
+  if (a.empty()) {
+    a = b;
+    return;
+  }
+  for (const auto& [k, v] : b) {
+    auto [it, fresh] = a.try_emplace(k, v);
+    if (!fresh) {
+      add_into(it->second, v);
+      if (is_zero(it->second)) a.erase(it);
+    }
+  }
+}
+
+// positions: the hull of both, missing ones zero (semantics/values.py, add)
+template <class V> void add_into(arr<V>& a, const arr<V>& b) {
+  if (b.n == 0) return;
+  if (a.n == 0) {
+    a = b;
+    return;
+  }
+  i64 lo = std::min(a.start, b.start), hi = std::max(a.end(), b.end());
+  if (lo != a.start || hi != a.end()) {
+    std::vector<V> items(std::size_t(hi - lo));
+    for (i64 i = 0; i < a.n; i++) items[std::size_t(a.start - lo + i)] = a.p[i];
+    a = owned(std::move(items), lo);
+  }
+  V* m = a.mut();
+  for (i64 i = 0; i < b.n; i++) add_into(m[b.start - lo + i], b.p[i]);
+}
+
+inline double add(double a, double b) { return a + b; }
+inline i64 add(i64 a, i64 b) { return iadd(a, b); }
+template <class T> T add(const T& a, const T& b) {
+  T out = a;
+  add_into(out, b);
+  return out;
+}
+
+// ---- * (the tensor product) ----------------------------------------------------------------
+
+inline double scalar_mul(double a, double b) { return a * b; }
+inline i64 scalar_mul(i64 a, i64 b) { return imul(a, b); }
+
+template <class S, class B> B scale(S s, const B& b) {  // s * b for a scalar s
+  if constexpr (is_scalar_v<B>) {
+    return scalar_mul(s, b);
+  } else if constexpr (is_dict<B>::value) {
+    B out;
+    for (const auto& [k, v] : b) {
+      auto x = scale(s, v);
+      if (!is_zero(x)) out.emplace(k, std::move(x));
+    }
+    return out;
+  } else {  // a dense array keeps its positions
+    using V = std::remove_cv_t<std::remove_reference_t<decltype(*b.p)>>;
+    std::vector<V> items;
+    items.reserve(std::size_t(b.n));
+    for (i64 i = 0; i < b.n; i++) items.push_back(scale(s, b.p[i]));
+    return owned(std::move(items), b.start);
+  }
+}
+
+template <class A, class B> otimes_t<A, B> mul(const A& a, const B& b) {
+  using R = otimes_t<A, B>;
+  if constexpr (is_scalar_v<A>) {
+    return scale(a, b);
+  } else if constexpr (is_dict<A>::value) {  // {k -> x} * b = {k -> x * b}
+    R out;
+    for (const auto& [k, v] : a) {
+      auto x = mul(v, b);
+      if (!is_zero(x)) out.emplace(k, std::move(x));
+    }
+    return out;
+  } else {
+    using V = std::remove_cv_t<std::remove_reference_t<decltype(*a.p)>>;
+    std::vector<otimes_t<V, B>> items;
+    items.reserve(std::size_t(a.n));
+    for (i64 i = 0; i < a.n; i++) items.push_back(mul(a.p[i], b));
+    return owned(std::move(items), a.start);
+  }
+}
+
+// dest += s * b without building s * b (destination-passing style)
+template <class D, class S, class B> void scale_add_into(D& dest, S s, const B& b) {
+  if constexpr (is_scalar_v<B>) {
+    add_into(dest, scalar_mul(s, b));
+  } else if constexpr (is_dict<B>::value) {
+    for (const auto& [k, v] : b) scale_add_into(dest[k], s, v);
+  } else {
+    add_into(dest, scale(s, b));
+  }
+}
+
+// dest += a * b without building a * b; entries that became zero stay until prune()
+template <class D, class A, class B> void mul_add_into(D& dest, const A& a, const B& b) {
+  if constexpr (is_scalar_v<A>) {
+    scale_add_into(dest, a, b);
+  } else if constexpr (is_dict<A>::value) {
+    for (const auto& [k, v] : a) mul_add_into(dest[k], v, b);
+  } else {
+    add_into(dest, mul(a, b));
+  }
+}
+
+// ---- moving values across the C boundary ---------------------------------------------------
+//
+// A value of a type with L dictionary layers travels as 2L + 1 flat buffers: per layer, a
+// pointer array (entries of instance i are ptr[i] .. ptr[i+1]-1; the root is instance 0)
+// and an index array (a sparse layer's key per entry, a dense layer's start per instance),
+// then the leaf values.  Instances of a layer are the entries of the layer above, in order.
+
+struct layer {
+  const i64* ptr;
+  const i64* idx;
+};
+
+template <class T> struct depth : std::integral_constant<int, 0> {};
+template <class V> struct depth<dict<V>> : std::integral_constant<int, 1 + depth<V>::value> {};
+template <class V> struct depth<arr<V>> : std::integral_constant<int, 1 + depth<V>::value> {};
+
+template <class T> struct leaf { using type = T; };
+template <class V> struct leaf<dict<V>> : leaf<V> {};
+template <class V> struct leaf<arr<V>> : leaf<V> {};
+
+template <class T> T decode_at(const layer* L, const void* vals, i64 inst) {
+  if constexpr (is_scalar_v<T>) {
+    return static_cast<const T*>(vals)[inst];
+  } else if constexpr (is_dict<T>::value) {
+    using V = typename T::mapped_type;
+    T d;
+    i64 a = L->ptr[inst], b = L->ptr[inst + 1];
+    d.reserve(std::size_t(b - a));
+    for (i64 e = a; e < b; e++) {
+      V v = decode_at<V>(L + 1, vals, e);
+      if (is_zero(v)) continue;
+      auto [it, fresh] = d.try_emplace(L->idx[e], v);
+      if (!fresh) {
+        add_into(it->second, v);  // a repeated key adds up
+        if (is_zero(it->second)) d.erase(it);
+      }
+    }
+    return d;
+  } else {
+    using V = std::remove_cv_t<std::remove_reference_t<decltype(*T{}.p)>>;
+    i64 a = L->ptr[inst], b = L->ptr[inst + 1];
+    if constexpr (is_scalar_v<V>) {  // a view over the caller's values
+      T view;
+      if (b > a) {
+        view.start = L->idx[inst];
+        view.n = b - a;
+        view.p = static_cast<const V*>(vals) + a;
+      }
+      return view;
+    } else {
+      std::vector<V> items;
+      items.reserve(std::size_t(b - a));
+      for (i64 e = a; e < b; e++) items.push_back(decode_at<V>(L + 1, vals, e));
+      return owned(std::move(items), L->idx[inst]);
+    }
+  }
+}
+
+// the next input value from the caller's buffers (advancing `next`)
+template <class T> T decode(void* const* data, i64& next) {
+  constexpr int D = depth<T>::value;
+  layer L[D + 1];
+  for (int l = 0; l < D; l++) {
+    L[l].ptr = static_cast<const i64*>(data[next++]);
+    L[l].idx = static_cast<const i64*>(data[next++]);
+  }
+  return decode_at<T>(L, data[next++], 0);
+}
+
+struct output {
+  std::vector<std::vector<i64>> index;  // ptr, idx per layer
+  std::vector<double> reals;
+  std::vector<i64> ints;
+};
+
+template <class T> void encode_at(const T& x, output& o, int level) {
+  if constexpr (std::is_same_v<T, double>) {
+    o.reals.push_back(x);
+  } else if constexpr (is_scalar_v<T>) {
+    o.ints.push_back(i64(x));
+  } else if constexpr (is_dict<T>::value) {
+    auto& P = o.index[std::size_t(2 * level)];
+    auto& K = o.index[std::size_t(2 * level + 1)];
+    for (const auto& kv : x) K.push_back(kv.first);
+    P.push_back(i64(K.size()));
+    for (const auto& kv : x) encode_at(kv.second, o, level + 1);  // same order as the keys
+  } else {
+    auto& P = o.index[std::size_t(2 * level)];
+    o.index[std::size_t(2 * level + 1)].push_back(x.start);
+    P.push_back(P.back() + x.n);
+    for (i64 i = 0; i < x.n; i++) encode_at(x.p[i], o, level + 1);
+  }
+}
+
+template <class T> output* encode(const T& x) {
+  auto* o = new output;
+  o->index.resize(std::size_t(2 * depth<T>::value));
+  for (std::size_t l = 0; l < o->index.size(); l += 2) o->index[l].push_back(0);
+  encode_at(x, *o, 0);
+  return o;
+}
+
+// Run a kernel: clear the floating-point flags, report failures through `st`.
+template <class F> int run(status* st, output** out, F&& kernel) {
+  std::memset(st, 0, sizeof(status));
+  st->op = st->span = -1;
+  try {
+    std::feclearexcept(FE_ALL_EXCEPT);
+    output* o = kernel();
+    if (std::fetestexcept(FE_OVERFLOW | FE_INVALID | FE_DIVBYZERO)) {
+      delete o;
+      fail(REAL_OVERFLOW);
+    }
+    *out = o;
+    return 0;
+  } catch (const failure& f) {
+    st->code = f.code;
+    st->op = f.op;
+    st->span = f.span;
+    st->value = f.value;
+  } catch (const std::bad_alloc&) {
+    st->code = NO_MEMORY;
+  } catch (const std::exception& e) {
+    st->code = OTHER;
+    std::strncpy(st->message, e.what(), sizeof(st->message) - 1);
+  }
+  return int(st->code);
+}
+
+}  // namespace sdql
+
+// The result's buffers, then its release (one definition per shared object).
+extern "C" {
+sdql::i64 sdql_output_buffer(const sdql::output* o, sdql::i64 k, const void** data) {
+  const auto n = sdql::i64(o->index.size());
+  if (k < n) {
+    *data = o->index[std::size_t(k)].data();
+    return sdql::i64(o->index[std::size_t(k)].size());
+  }
+  if (!o->ints.empty()) {  // the leaf values: int (and bool) or real
+    *data = o->ints.data();
+    return sdql::i64(o->ints.size());
+  }
+  *data = o->reals.data();
+  return sdql::i64(o->reals.size());
+}
+
+void sdql_output_free(sdql::output* o) { delete o; }
+}
