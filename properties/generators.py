@@ -189,7 +189,12 @@ def _leaf(draw: Draw, ctx: Ctx, t: Type) -> Expr:
             return Range(IntConst(lo), IntConst(lo + draw(st.integers(0, 3))))
         case DictT(val, True):
             n = draw(st.integers(1, 3))
-            return ArrayLit(tuple(_leaf(draw, ctx, val) for _ in range(n)))
+            lit = ArrayLit(tuple(_leaf(draw, ctx, val) for _ in range(n)))
+            if draw(st.integers(0, 2)) > 0:
+                return lit
+            # positions that start elsewhere than 0, some past the literal's end (zeros)
+            lo = draw(st.integers(0, 2))
+            return SubArray(lit, IntConst(lo), IntConst(lo + draw(st.integers(0, 3))))
     raise AssertionError(t)
 
 
