@@ -126,6 +126,8 @@ GUARD_COUNTEREXAMPLES: dict[tuple[str, str], tuple[dict[str, Type], str, str]] =
         {"x": DictT(REAL)}, "[x] * sum(<k, v> in x) v", "x = {}"),
     ("scale-into-sum", "binders-fresh"): (
         {"b": REAL, "d": DictT(REAL)}, "b * sum(<k, b> in d) b", "b = 3.0; d = {0 -> 2.0}"),
+    ("scale-into-let", "let-binder-fresh"): (
+        {"x": REAL}, "x * let x = 2.0 in x", "x = 3.0"),
     # a dictionary factor would become the inner layer
     ("scale-into-single", "e1-real"): (
         {"d": DictT(REAL)}, "d * {1 -> 2.0}", "d = {0 -> 1.0}"),

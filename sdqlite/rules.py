@@ -214,6 +214,9 @@ BINDERS_FRESH = Condition(
     lambda m: not {m.binders["k"], m.binders["v"]} & free_vars(m.exprs["e1"]))
 REAL_PRODUCT = Condition("real-product", "typing", "the product is a real",
                          lambda m: isinstance(m.type, RealT))
+LET_BINDER_FRESH = Condition(
+    "let-binder-fresh", "semantic", "x is not free in e1",
+    lambda m: m.binders["x"] not in free_vars(m.exprs["e1"]))
 
 
 # ---- right sides built in Python ------------------------------------------------------
@@ -268,6 +271,11 @@ RULES: tuple[Rule, ...] = (
     Rule("scale-into-sum", NORMALIZATION, "STOREL sum-fact-inv-1",
          "e1 * sum(<k, v> in e2) e3", "sum(<k, v> in e2) e1 * e3", ("e1", "e2", "e3"),
          (NO_DENSE_RESULT, BINDERS_FRESH)),
+    Rule("scale-into-let", NORMALIZATION, "STOREL let-floating",
+         "e1 * let x = e2 in e3", "let x = e2 in e1 * e3", ("e1", "e2", "e3"),
+         (LET_BINDER_FRESH,),
+         notes="a factor moves into a let body (storage composition leaves §5.4's "
+               "`let r = <a CSR row> in r * r` under beta)"),
     Rule("scale-into-single", NORMALIZATION, "STOREL sing-mult-4",
          "e1 * {e2 -> e3}", "{e2 -> e1 * e3}", ("e1", "e2", "e3"), (LEFT_REAL,)),
     Rule("scalar-assoc", NORMALIZATION, "STOREL mult-assoc2",
