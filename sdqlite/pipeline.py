@@ -2,21 +2,26 @@
 
     pre-differentiation saturation → ANF → AD (gradient e x) → sparsity propagation
     (with lookups at keys known to be stored: iterated from the same dictionary, or
-    within a dense input's declared extent) → saturation → multiplication normalization
+    within a dense input's declared extent) → saturation → storage composition →
+    saturation → multiplication normalization
 
-Without a variable to differentiate by, the program is only saturated and normalized.
-Every stage's program is kept (``Stage``), with what it did: rules fired, e-graph size,
-iterations, cost before and after, time.
+Without a variable to differentiate by, the program is only saturated, composed and
+normalized.  Storage composition (§5.3) runs when some input has a storage format other
+than ``dict``: it binds the input to its format's definition over its flat arrays, so
+from there on the program's inputs (each stage's ``ctx``) are those arrays.
+Normalization can be left out (``normalize=False``) to measure its effect
+(Fig. fig:batax:opt).  Every stage's program is kept (``Stage``), with what it did:
+rules fired, e-graph size, iterations, cost before and after, time.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from sdqlite.anf import anf
-from sdqlite.ast import Expr
+from sdqlite.ast import Expr, free_vars
 from sdqlite.gradient import gradient
 from sdqlite.passes import (
     PassResult,
@@ -26,6 +31,7 @@ from sdqlite.passes import (
 )
 from sdqlite.saturation import Limits as Limits  # part of this module's interface
 from sdqlite.saturation import optimize
+from sdqlite.storage import Format, compose
 from sdqlite.typecheck import Ctx, typecheck
 
 
@@ -35,22 +41,27 @@ class Stage:
     program: Expr
     seconds: float
     report: dict[str, object] = field(default_factory=dict)
+    ctx: Ctx | None = None  # the inputs' types here (None: the pipeline's input context)
 
 
-def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = None
+def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = None,
+             formats: Mapping[str, Format] | None = None, *, normalize: bool = True
              ) -> list[Stage]:
-    """Run the pipeline on an elaborated ``ctx ⊢ e``; the last stage is the result."""
+    """Run the pipeline on an elaborated ``ctx ⊢ e``; the last stage is the result, typed
+    in the last stage's ``ctx``."""
     limits = limits or Limits()
-    stages = [Stage("input", e, 0.0)]
+    stages = [Stage("input", e, 0.0, ctx=dict(ctx))]
+    here: dict[str, Ctx] = {"ctx": ctx}  # the current inputs' types
 
     def stage(name: str, fn: Callable[[Expr], tuple[Expr, dict[str, object]]]) -> None:
         start = time.perf_counter()
         program, report = fn(stages[-1].program)
-        stages.append(Stage(name, program, time.perf_counter() - start, report))
+        stages.append(Stage(name, program, time.perf_counter() - start, report,
+                            dict(here["ctx"])))
 
     def saturate(x: Expr) -> tuple[Expr, dict[str, object]]:
-        r = optimize(x, ctx, iter_limit=limits.iter_limit, node_limit=limits.node_limit,
-                     time_limit=limits.time_limit)
+        r = optimize(x, here["ctx"], iter_limit=limits.iter_limit,
+                     node_limit=limits.node_limit, time_limit=limits.time_limit)
         return r.program, {
             "rules fired": dict(r.report.fired), "e-graph nodes": r.report.nodes,
             "e-classes": r.report.classes, "iterations": r.report.iterations,
@@ -66,7 +77,20 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = 
         stage("iterated-key lookups", lambda x: _pass(iterated_key_lookup(x, ctx)))
         stage("sparsity propagation (again)", lambda x: _pass(sparsity_propagation(x, ctx)))
         stage("saturation (post-differentiation)", saturate)
-    stage("multiplication normalization", lambda x: _pass(normalize_multiplication(x, ctx)))
+    stored = {x: f for x, f in (formats or {}).items() if not f.identity}
+    if stored.keys() & free_vars(stages[-1].program):
+
+        def storage(x: Expr) -> tuple[Expr, dict[str, object]]:
+            c = compose(x, here["ctx"], stored)
+            here["ctx"] = c.ctx
+            return typecheck(c.program, c.ctx)[0], {
+                "formats": {x: stored[x].name for x in c.flat}, "flat arrays": c.flat}
+
+        stage("storage composition", storage)
+        stage("saturation (storage)", saturate)
+    if normalize:
+        stage("multiplication normalization",
+              lambda x: _pass(normalize_multiplication(x, here["ctx"])))
     return stages
 
 
@@ -85,7 +109,6 @@ def describe(stages: list[Stage]) -> str:
 
 def as_source(e: Expr, ctx: Ctx) -> str:
     """A valid source file: the inputs' declarations, then the program."""
-    from sdqlite.ast import free_vars
     from sdqlite.printer import show
 
     decls = [f"{x} : {ctx[x]}" for x in sorted(free_vars(e)) if x in ctx]
