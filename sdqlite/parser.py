@@ -37,18 +37,25 @@ from sdqlite.ast import (
     UnOp,
     Var,
 )
-from sdqlite.errors import ParseError, Span
+from sdqlite.errors import ParseError, SDQLiteError, Span
 from sdqlite.names import NameSupply, names_in
 from sdqlite.types import BOOL, INT, REAL, DictT, Type, has_extents, otimes, tensor
 
 
 @dataclass(frozen=True)
 class Decl:
-    """An input declaration ``name : type`` at the top of a source file."""
+    """An input declaration ``name : type`` at the top of a source file, optionally with
+    the storage format the compiled backend reads it in (``A : {int -> {int -> real}} @
+    csr``; ``sdqlite.storage``)."""
 
     name: str
     type: Type
     span: Span | None = None
+    format: str | None = None
+    format_span: Span | None = None
+
+    def __str__(self) -> str:
+        return f"{self.name} : {self.type}" + (f" @ {self.format}" if self.format else "")
 
 
 @dataclass(frozen=True)
@@ -95,8 +102,13 @@ class _ToAst(Transformer[Token, Any]):
         exprs = [i for i in items if not isinstance(i, Decl)]
         return Program(decls, exprs[0] if exprs else None)
 
-    def decl(self, meta: Any, name: Token, t: Type) -> Decl:
-        return Decl(str(name), t, _span(meta))
+    def decl(self, meta: Any, name: Token, t: Type, fmt: Token | None = None) -> Decl:
+        if fmt is None:
+            return Decl(str(name), t, _span(meta))
+        from sdqlite.storage import resolve
+
+        resolve(str(fmt), t, _tspan(fmt), f"input {name}: ")  # a format that fits the type
+        return Decl(str(name), t, _span(meta), str(fmt), _tspan(fmt))
 
     def expr_only(self, meta: Any, e: Expr) -> Expr:
         return e
@@ -277,7 +289,7 @@ def _parse(text: str, start: str) -> Any:
     except lark.exceptions.UnexpectedInput as err:
         raise _convert(err, text) from None
     except lark.exceptions.VisitError as err:
-        if isinstance(err.orig_exc, ParseError):
+        if isinstance(err.orig_exc, SDQLiteError):
             raise err.orig_exc from None
         if isinstance(err.orig_exc, RecursionError):
             raise ParseError("program is nested too deeply", None) from None

@@ -191,9 +191,11 @@ def _all_dense(t: Type) -> bool:
 
 
 def formats_for(t: Type) -> list[str]:
-    """The formats an input of type ``t`` may be stored in."""
+    """The formats an input of type ``t`` may be stored in, as users name them."""
     logical = erase(t)
-    names = ["dict"] + [f.name for f in FORMATS.values() if f.stores == logical]
+    short = {full: name for (name, stores), full in ALIASES.items() if stores == logical}
+    names = ["dict"] + [short.get(f.name, f.name) for f in FORMATS.values()
+                        if f.stores == logical]
     return names + (["dense"] if _all_dense(logical) else [])
 
 
