@@ -1,0 +1,117 @@
+"""Which declared size bounds each layer of a program's result (a static analysis).
+
+For ``Γ ⊢ e : T`` with sizes declared on inputs (``sdqlite.types``), ``result_sizes``
+names, for each dictionary layer of T, a size n such that every key stored in that
+layer lies in ``0 .. n-1`` — or None when nothing says so.  Keys come from somewhere:
+a singleton's key that is the key of a sum over a layer declared ``int[n]`` (or
+``dense_int[n]``) lies below n; a lookup, a sum or a product passes its operands' layers
+on; ``+`` keeps a size both sides share.  The compiled backend uses it to give results
+a shape (``scipy.sparse``, numpy) where the data fix the sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import assert_never
+
+from sdqlite.ast import (
+    Add,
+    ArrayLit,
+    BoolConst,
+    Empty,
+    Eq,
+    Expr,
+    Gradient,
+    If,
+    IntConst,
+    Let,
+    Lookup,
+    Mul,
+    Not,
+    Range,
+    RealConst,
+    Single,
+    SubArray,
+    Sum,
+    Unique,
+    UnOp,
+    Var,
+)
+from sdqlite.types import DictT, Type, order
+
+#: a layer's size: a declared name, None (unknown), or NO_KEYS (the layer stores none)
+Size = str | None
+NO_KEYS = "\0no keys"
+
+
+def declared(t: Type) -> list[Size]:
+    out: list[Size] = []
+    while isinstance(t, DictT):
+        out.append(t.extent)
+        t = t.val
+    return out
+
+
+def result_sizes(e: Expr, ctx: Mapping[str, Type]) -> list[Size]:
+    """One entry per dictionary layer of ``e``'s type (``e`` elaborated)."""
+    return _sizes(e, {x: declared(t) for x, t in ctx.items()}, {})
+
+
+def _join(a: list[Size], b: list[Size]) -> list[Size]:
+    return [y if x == NO_KEYS else x if y == NO_KEYS or x == y else None
+            for x, y in zip(a, b, strict=True)]
+
+
+def _sizes(e: Expr, env: dict[str, list[Size]], keys: dict[str, Size]) -> list[Size]:
+    def go(x: Expr) -> list[Size]:
+        return _sizes(x, env, keys)
+
+    match e:
+        case Var(x):
+            return env.get(x, [])
+        case IntConst() | RealConst() | BoolConst() | Eq() | Not() | UnOp():
+            return []
+        case Empty(t):
+            return [NO_KEYS] * (order(t) if t is not None else 0)
+        case Sum(k, v, dom, body):  # k iterates dom's first layer, v is one of its entries
+            d = go(dom)
+            inner = {n: s for n, s in keys.items() if n != v} | {k: d[0] if d else None}
+            return _sizes(body, {**env, k: [], v: d[1:]}, inner)
+        case Single(key, val):
+            return [_key(key, keys), *go(val)]
+        case Lookup(d, _):
+            return go(d)[1:]
+        case Let(x, rhs, body):
+            return _sizes(body, {**env, x: go(rhs)}, {n: s for n, s in keys.items() if n != x})
+        case If(_, body):
+            return go(body)
+        case Add(a, b):
+            return _join(go(a), go(b))
+        case Mul(a, b):  # D1 ⊗ D2: the layers of both, in order
+            return [*go(a), *go(b)]
+        case Unique(a):
+            return go(a)
+        case Range() | SubArray() | ArrayLit() | Gradient():
+            return [None] * _layers(e, env)
+        case _:
+            assert_never(e)
+
+
+def _key(key: Expr, keys: dict[str, Size]) -> Size:
+    match key:
+        case Var(k):
+            return keys.get(k)
+        case Unique(a):
+            return _key(a, keys)
+    return None
+
+
+def _layers(e: Expr, env: dict[str, list[Size]]) -> int:
+    match e:
+        case Range():
+            return 1
+        case SubArray(a):
+            return max(1, len(_sizes(a, env, {})))
+        case ArrayLit(_, _, t):
+            return 1 + (order(t) if t is not None else 0)
+    return 0
