@@ -129,6 +129,40 @@ def from_scipy(m: Any) -> Buffers:
             np.ascontiguousarray(csr.data, dtype=np.float64)]
 
 
+def from_coo(keys: list[Any], vals: Any, t: Type) -> Buffers:
+    """The buffers of a value with sparse layers only, from its entries' keys (one array
+    per layer) and values; a repeated key path adds up (in the runtime)."""
+    assert not any(layer.dense for layer in layers(t)), "sparse layers only"
+    n = len(vals)
+    perm = np.lexsort(list(reversed(keys))) if n else np.zeros(0, dtype=np.int64)
+    keys = [np.asarray(k, dtype=np.int64)[perm] for k in keys]
+    new = np.zeros(n, dtype=bool)  # where the key path up to this layer changes
+    starts = np.zeros(1, dtype=np.int64)  # the first entry of each instance of this layer
+    out: Buffers = []
+    for k in keys:
+        new = new.copy()
+        new[:1] = True
+        new[1:] |= k[1:] != k[:-1]
+        entries = np.flatnonzero(new)
+        out += [_i64(np.append(np.searchsorted(entries, starts), len(entries))), _i64(k[entries])]
+        starts = entries
+    out.append(np.ascontiguousarray(np.asarray(vals)[perm], dtype=leaf_dtype(t)))
+    return out
+
+
+def to_numpy(bufs: Buffers, t: Type) -> Any | None:
+    """A value of dense layers only as a numpy array, when it is rectangular and every
+    array starts at position 0 (else None)."""
+    shape = []
+    for level in range(len(layers(t))):
+        ptr, idx = bufs[2 * level], bufs[2 * level + 1]
+        counts = np.diff(ptr)
+        if len(idx) and (idx.any() or (counts != counts[0]).any()):
+            return None
+        shape.append(int(counts[0]) if len(counts) else 0)
+    return bufs[-1].reshape(shape)
+
+
 def scalar(x: Any, t: Type) -> Buffers:
     return [np.array([x], dtype=leaf_dtype(t))]
 

@@ -1,0 +1,428 @@
+"""Compile once, call many times, in the style of ``jax.jit``: ``sdqlite.compile``.
+
+    f = sdqlite.compile(source, wrt="x", formats={"A": "csr"})
+    grad = f(A=scipy_matrix, x=numpy_vector, beta=0.9)
+
+The program is parsed and checked once.  A call reads each input's data — a numpy
+array, a ``scipy.sparse`` matrix, or an SDQLite value (nested ``dict``/``DenseArray``,
+a number) — and its storage format: the one given to ``compile``, else the one declared
+(``A : ... @ csr``), else the data's default (``scipy.sparse`` → ``csr``, numpy → ``dense``,
+a value → ``dict``).  Each combination of formats is compiled once (the pipeline of
+Fig. fig:arch with storage composition, DPS, C++), then reused.  Data move into the
+compiled code without per-entry Python work (``codegen/data.py``), and declared sizes
+are checked against them first (the optimizer relied on them).
+
+The result comes back as a Python number for a scalar; for ``output="auto"``, as a numpy
+array for a real vector or a dense array, a ``scipy.sparse.csr_array`` for a real
+matrix (``{int -> {int -> real}}``) — when the data fix the size of each layer
+(``sdqlite.sizes``) — and otherwise as an SDQLite value, as ``output="value"`` always.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import scipy.sparse
+
+from codegen import data as D
+from codegen.build import build
+from codegen.dps import lower
+from codegen.emit import Kernel, emit_kernel, translation_unit
+from codegen.native import Native
+from sdqlite.ast import Expr, free_vars
+from sdqlite.errors import DataError, SDQLTypeError
+from sdqlite.gradient import gradient
+from sdqlite.parser import Program, parse_program
+from sdqlite.passes import normalize_multiplication
+from sdqlite.pipeline import Limits, Stage, pipeline
+from sdqlite.printer import show
+from sdqlite.sizes import NO_KEYS, Size, declared, result_sizes
+from sdqlite.storage import Coo, Format, compose, layout, resolve
+from sdqlite.typecheck import typecheck
+from sdqlite.types import BOOL, INT, REAL, DictT, Type, erase, scalar_of
+from semantics.extents import Layer, check_layers, facts, size_bounds
+from semantics.values import DenseArray, has_type, type_of
+
+Kind = Literal["numpy", "scipy", "value"]
+Output = Literal["auto", "value"]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """An input's data, read once: its type (sizes included), what it came as."""
+
+    name: str
+    type: Type
+    kind: Kind
+    data: Any
+
+
+@dataclass
+class Specialized:
+    """The program compiled for one choice of formats and kinds of data."""
+
+    stages: list[Stage]
+    kernel: Kernel
+    flat: dict[str, dict[str, str]]  # input -> parameter -> flat input of the kernel
+    formats: dict[str, Format]
+    sizes: list[Size]  # of the result's layers
+    native: Native | None = None
+    build_seconds: float = 0.0
+    source: str = ""
+
+    @property
+    def kernel_types(self) -> dict[str, Type]:
+        return dict(self.kernel.inputs)
+
+    @property
+    def program(self) -> Expr:
+        return self.stages[-1].program
+
+
+@dataclass
+class Compiled:
+    """A program ready to run compiled; call it with its inputs' data by name."""
+
+    program: Program
+    wrt: str | None = None
+    formats: dict[str, str] = field(default_factory=dict)
+    optimize: bool = True
+    normalize: bool = True
+    dps: bool = True
+    limits: Limits = field(default_factory=Limits)
+    output: Output = "auto"
+    cache: dict[tuple[object, ...], Specialized] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.program.expr is None:
+            raise SDQLTypeError("the program has no expression to compile")
+        declared_ = {d.name for d in self.program.decls}
+        unknown = set(self.formats) - declared_ - free_vars(self.program.expr)
+        if unknown:
+            raise DataError(f"a format for {', '.join(sorted(unknown))}, which is not an "
+                            "input of the program")
+        if free_vars(self.program.expr) <= declared_:  # check now: errors at compile time
+            ctx = {d.name: d.type for d in self.program.decls}
+            elab, _ = typecheck(self.program.expr, ctx)
+            if self.wrt is not None:
+                typecheck(gradient(elab, self.wrt, ctx), ctx)
+
+    # ---- calling ------------------------------------------------------------------------
+
+    def __call__(self, **inputs: Any) -> Any:
+        args = self.read(inputs)
+        spec = self.specialize(args)
+        return self.run(spec, args)
+
+    def read(self, inputs: Mapping[str, Any]) -> dict[str, Arg]:
+        """Each input's data, typed: by its declaration (the data must fit it) or by it."""
+        assert self.program.expr is not None
+        decls = {d.name: d for d in self.program.decls}
+        needed = free_vars(self.program.expr) | ({self.wrt} if self.wrt else set())
+        missing = sorted(needed - set(inputs))
+        if missing:
+            raise DataError(f"no data for input {', '.join(missing)}")
+        extra = sorted(set(inputs) - needed - set(decls))
+        if extra:
+            raise DataError(f"{', '.join(extra)}: not an input of the program")
+        return {x: _arg(x, inputs[x], decls[x].type if x in decls else None)
+                for x in sorted(needed)}
+
+    def specialize(self, args: Mapping[str, Arg]) -> Specialized:
+        """The compiled program for these inputs' types, kinds and formats (specialized and
+        built on first use)."""
+        spec = self.specialized(args)
+        if spec.native is None:
+            start = time.perf_counter()
+            built = build(spec.source)
+            spec.native, spec.build_seconds = Native(built, spec.kernel), \
+                time.perf_counter() - start
+        return spec
+
+    def specialized(self, args: Mapping[str, Arg]) -> Specialized:
+        """The specialized program for these inputs, not built."""
+        decls = {d.name: d for d in self.program.decls}
+        formats = {}
+        for x, a in args.items():
+            given = self.formats.get(x)
+            name = given or (decls[x].format if x in decls else None) or _default_format(a)
+            where = f"--format {x}: " if given else f"input {x}: "
+            formats[x] = resolve(name, a.type, None, where)
+        key = tuple((x, a.type, _extents(a.type), a.kind, formats[x].name)
+                    for x, a in sorted(args.items()))
+        if key not in self.cache:
+            self.cache[key] = self._specialize({x: a.type for x, a in args.items()}, formats,
+                                               {x: a.kind for x, a in args.items()})
+        return self.cache[key]
+
+    def _specialize(self, ctx: dict[str, Type], formats: dict[str, Format],
+                    kinds: dict[str, Kind]) -> Specialized:
+        assert self.program.expr is not None
+        elab, _ = typecheck(self.program.expr, ctx)
+        if self.optimize:
+            stages = pipeline(elab, ctx, self.wrt, self.limits, formats,
+                              normalize=self.normalize)
+        else:
+            stages = self._unoptimized(elab, ctx, formats)
+        final, final_ctx = stages[-1].program, stages[-1].ctx or ctx
+        composed = next((s.report for s in stages if s.name == "storage composition"), {})
+        flat: dict[str, dict[str, str]] = composed.get("flat arrays", {})  # type: ignore[assignment]
+        t = typecheck(final, final_ctx)[1]
+        sized = {x: _with_shape_sizes(x, t0) if kinds[x] != "value" else t0
+                 for x, t0 in ctx.items()}
+        sizes = result_sizes(elab, sized)
+        if self.wrt is not None:
+            sizes += declared(sized[self.wrt])
+        low = lower(final, final_ctx, t, dps=self.dps)
+        kernel = emit_kernel("kernel", low, show(final))
+        return Specialized(stages, kernel, flat, formats, sizes,
+                           source=translation_unit([kernel]))
+
+    def _unoptimized(self, elab: Expr, ctx: dict[str, Type], formats: dict[str, Format]
+                     ) -> list[Stage]:
+        """The interpreter's program (the gradient expanded), composed with the formats
+        and normalized if asked: no saturation, no sparsity propagation."""
+        e = typecheck(gradient(elab, self.wrt, ctx), ctx)[0] if self.wrt else elab
+        stages = [Stage("input", e, 0.0, ctx=dict(ctx))]
+        c = compose(e, ctx, {x: f for x, f in formats.items() if not f.identity})
+        stages.append(Stage("storage composition", typecheck(c.program, c.ctx)[0], 0.0,
+                            {"flat arrays": c.flat}, c.ctx))
+        if self.normalize:
+            n = normalize_multiplication(stages[-1].program, c.ctx)
+            stages.append(Stage("multiplication normalization", n.program, 0.0, ctx=c.ctx))
+        return stages
+
+    def run(self, spec: Specialized, args: Mapping[str, Arg], output: Output | None = None
+            ) -> Any:
+        """Check the data against declared sizes, move them in, run, convert the result."""
+        assert spec.native is not None
+        bounds = self.check_sizes(args)
+        flat: dict[str, D.Buffers] = {}
+        for x, params in spec.flat.items():
+            arrays = layout(spec.formats[x], _coo(args[x]), _sizes_of(args[x]))
+            flat |= {name: _flat_buffers(arrays[p], spec.kernel_types[name])
+                     for p, name in params.items()}
+        buffers = [flat[x] if x in flat else _as_is(args[x], t) for x, t in spec.kernel.inputs]
+        out = spec.native(buffers)
+        return _result(out, spec.kernel.result, spec.sizes, bounds, output or self.output)
+
+    def check_sizes(self, args: Mapping[str, Arg]) -> dict[str, int]:
+        """Declared sizes checked against the data; every size name's bound."""
+        decls = {d.name: d for d in self.program.decls}
+        layer_facts = {x: (_facts(a), decls[x].span if x in decls else None)
+                       for x, a in args.items()}
+        fixed = check_layers(layer_facts)
+        return size_bounds((f for fs, _ in layer_facts.values() for f in fs), fixed)
+
+    # ---- reading ------------------------------------------------------------------------
+
+    def cpp(self, inputs: Mapping[str, Any] | None = None) -> str:
+        """The generated C++ for these inputs' formats and kinds; without data, for the
+        declared (or given) formats, else ``dict``."""
+        return self.specialized(self.read(inputs) if inputs is not None else self.declared()
+                                ).source
+
+    def declared(self) -> dict[str, Arg]:
+        """The inputs as declared, with no data (to compile ahead of a call)."""
+        assert self.program.expr is not None
+        decls = {d.name: d for d in self.program.decls}
+        needed = free_vars(self.program.expr) | ({self.wrt} if self.wrt else set())
+        missing = sorted(needed - set(decls))
+        if missing:
+            raise SDQLTypeError(f"declare the input {', '.join(missing)} (NAME : TYPE) to "
+                                "compile without data")
+        return {x: Arg(x, decls[x].type, "value", None) for x in sorted(needed)}
+
+
+def compile(source: str | Program, wrt: str | None = None,
+            formats: Mapping[str, str] | None = None, *, optimize: bool = True,
+            normalize: bool = True, dps: bool = True, limits: Limits | None = None,
+            output: Output = "auto") -> Compiled:
+    """Compile an SDQLite program (its source text: declarations, then an expression) to
+    C++, differentiated w.r.t. ``wrt`` when given; call the result with the inputs."""
+    program = parse_program(source) if isinstance(source, str) else source
+    return Compiled(program, wrt, dict(formats or {}), optimize, normalize, dps,
+                    limits or Limits(), output)
+
+
+# ---- inputs ---------------------------------------------------------------------------------
+
+
+def _arg(name: str, x: Any, want: Type | None) -> Arg:
+    """Read an input's data and check it against its declaration."""
+    if scipy.sparse.issparse(x):
+        sparse: Any = x
+        t = want if want is not None else DictT(DictT(REAL))
+        if erase(t) != DictT(DictT(REAL)):
+            raise DataError(f"input {name}: a sparse matrix is a {{int -> {{int -> real}}}}, "
+                            f"but {name} is declared {t}")
+        if sparse.ndim != 2 or sparse.dtype.kind not in "iuf":
+            raise DataError(f"input {name}: a sparse matrix of dtype {sparse.dtype} has no "
+                            "SDQLite type (use float or int)")
+        m = scipy.sparse.csr_array(sparse, dtype=np.float64)
+        if not np.all(np.isfinite(m.data)):
+            raise DataError(f"input {name}: the matrix holds a number that is not finite")
+        return Arg(name, t, "scipy", m)
+    if isinstance(x, np.ndarray) and x.ndim > 0:
+        return Arg(name, _numpy_type(name, x, want), "numpy", x)
+    if isinstance(x, np.generic | np.ndarray):
+        x = x.item()
+    if isinstance(x, int | float | bool | dict | DenseArray):
+        if isinstance(x, int) and not isinstance(x, bool) and want == REAL:
+            x = float(x)  # an integer is a real where a real is declared
+        vt = want if want is not None else type_of(x)
+        if vt is None:
+            raise DataError(f"the type of input {name} cannot be told from its data; "
+                            f"declare it: {name} : TYPE")
+        if isinstance(x, float) and not np.isfinite(x):
+            raise DataError(f"input {name} is not a finite number")
+        if not has_type(x, vt):
+            raise DataError(f"input {name} is declared {vt} but its data is "
+                            f"{type_of(x) or 'of another type'}")
+        return Arg(name, vt, "value", x)
+    raise DataError(f"input {name}: cannot read data of Python type {type(x).__name__} "
+                    "(give a numpy array, a scipy.sparse matrix or an SDQLite value)")
+
+
+def _numpy_type(name: str, a: Any, want: Type | None) -> Type:
+    if a.dtype.kind not in "iuf":
+        raise DataError(f"input {name}: arrays of dtype {a.dtype} have no SDQLite type "
+                        "(use float or int)")
+    if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+        raise DataError(f"input {name}: the array holds a number that is not finite")
+    if want is None:
+        t: Type = INT if a.dtype.kind in "iu" else REAL
+        for _ in range(a.ndim):
+            t = DictT(t, dense=True)
+        return t
+    layers = D.layers(want)
+    leaf = scalar_of(want)
+    if len(layers) != a.ndim or leaf not in (REAL, INT) or (leaf == INT and a.dtype.kind == "f"):
+        raise DataError(f"input {name} is declared {want}, but its data is a {a.ndim}-d "
+                        f"array of {a.dtype}")
+    if not all(layer.dense for layer in layers) and (leaf != REAL or a.ndim > 2):
+        raise DataError(f"input {name} is declared {want}: a numpy array stores a real "
+                        "vector or matrix, or a dense array")
+    return want
+
+
+def _default_format(a: Arg) -> str:
+    match a.kind:
+        case "scipy":
+            return "csr"
+        case "numpy":
+            return "dense"
+    return "dict"
+
+
+def _extents(t: Type) -> tuple[str | None, ...]:
+    return tuple(declared(t))
+
+
+def _with_shape_sizes(name: str, t: Type, level: int = 0) -> Type:
+    """``t`` with a size name on each layer that declares none (the data's shape)."""
+    if not isinstance(t, DictT):
+        return t
+    return DictT(_with_shape_sizes(name, t.val, level + 1), t.dense,
+                 t.extent or f"{name}#{level}")
+
+
+def _facts(a: Arg) -> list[Layer]:
+    """What the data say about each layer (numpy and scipy without per-entry work)."""
+    match a.kind:
+        case "value":
+            return list(facts(a.type, a.data, a.name))
+        case "scipy":
+            t = _with_shape_sizes(a.name, a.type)
+            assert isinstance(t, DictT) and isinstance(t.val, DictT)
+            coo = a.data.tocoo()
+            rows, cols = coo.row, coo.col
+            return [Layer(t, a.name, keys=_range(rows), bound=a.data.shape[0]),
+                    Layer(t.val, f"{a.name}(*)", keys=_range(cols), bound=a.data.shape[1])]
+    t = _with_shape_sizes(a.name, a.type)
+    arr = a.data
+    where = np.nonzero(arr)
+    out = []
+    for d, layer in enumerate(D.layers(t)):
+        path = a.name + "(*)" * d
+        if layer.dense:
+            out.append(Layer(layer, path, count=arr.shape[d], bound=arr.shape[d]))
+        else:
+            out.append(Layer(layer, path, keys=_range(where[d]), bound=arr.shape[d]))
+    return out
+
+
+def _range(keys: Any) -> tuple[int, int] | None:
+    return (int(keys.min()), int(keys.max())) if len(keys) else None
+
+
+def _coo(a: Arg) -> Coo:
+    """Every stored entry's keys and value."""
+    match a.kind:
+        case "scipy":
+            coo = a.data.tocoo()
+            keep = coo.data != 0
+            return [coo.row[keep].astype(np.int64), coo.col[keep].astype(np.int64)], \
+                coo.data[keep]
+        case "numpy":
+            where = np.nonzero(a.data)
+            return [w.astype(np.int64) for w in where], np.asarray(a.data[where], np.float64)
+    return D.to_coo(D.encode(a.data, a.type), a.type)
+
+
+def _sizes_of(a: Arg) -> tuple[int | None, ...]:
+    if a.kind in ("scipy", "numpy"):
+        return tuple(int(n) for n in a.data.shape)
+    return (None,) * len(D.layers(a.type))
+
+
+def _flat_buffers(x: Any, t: Type) -> D.Buffers:
+    """A flat parameter's buffers: an int, or an index or value array."""
+    return D.scalar(x, t) if not isinstance(t, DictT) else D.from_numpy(np.asarray(x), t)
+
+
+def _as_is(a: Arg, t: Type) -> D.Buffers:
+    match a.kind:
+        case "numpy":
+            if all(layer.dense for layer in D.layers(t)):
+                return D.from_numpy(a.data, t)
+            keys, vals = _coo(a)
+            return D.from_coo(keys, vals, t)
+        case "scipy":
+            return D.from_scipy(a.data)
+    if not isinstance(t, DictT):
+        return D.scalar(a.data, t)
+    return D.encode(a.data, t)
+
+
+# ---- results --------------------------------------------------------------------------------
+
+
+def _result(bufs: D.Buffers, t: Type, sizes: list[Size], bounds: Mapping[str, int],
+            output: Output) -> Any:
+    if not isinstance(t, DictT):
+        x = bufs[-1][0]
+        return bool(x) if t == BOOL else int(x) if t == INT else float(x)
+    if output == "auto":
+        layers = D.layers(t)
+        shape = [0 if s == NO_KEYS else bounds.get(s) if s is not None else None
+                 for s in sizes]
+        if all(layer.dense for layer in layers):
+            arr = D.to_numpy(bufs, t)
+            if arr is not None:
+                return arr
+        elif scalar_of(t) == REAL and len(layers) <= 2 and None not in shape:
+            keys, vals = D.to_coo(bufs, t)
+            dims = [int(n) for n in shape if n is not None]
+            if all(len(k) == 0 or (k.min() >= 0 and k.max() < n)
+                   for k, n in zip(keys, dims, strict=True)):
+                if len(layers) == 1:
+                    out = np.zeros(dims[0])
+                    out[keys[0]] = vals
+                    return out
+                return scipy.sparse.csr_array((vals, (keys[0], keys[1])), shape=(dims[0], dims[1]))
+    return D.decode(bufs, t)
