@@ -230,10 +230,9 @@ class _Lowering:
                 return [Decl(acc, ty), *self.into(e, scope, Dest(acc), ty),
                         *_prune(acc, ty)], Var(acc), ty
             case Let(x, rhs, body):
-                s1, r, rt = self.value(rhs, scope)
-                name = self.fresh(x)
+                s1, rt, name = self._bind(x, rhs, scope)
                 s2, b, bt = self.value(body, {**scope, x: (name, rt)})
-                return [*s1, Bind(name, r, rt), *s2], b, bt
+                return [*s1, *s2], b, bt
             case If(c, body, _, ty) if ty is not None:
                 sc, c2, _ = self.value(c, scope)
                 sb, b, _ = self.value(body, scope)
@@ -328,9 +327,8 @@ class _Lowering:
                 sc, c2, _ = self.value(c, scope)
                 return [*sc, When(c2, tuple(self.into(body, scope, dest, t)))]
             case Let(x, rhs, body):
-                sr, r, rt = self.value(rhs, scope)
-                name = self.fresh(x)
-                return [*sr, Bind(name, r, rt), *self.into(body, {**scope, x: (name, rt)}, dest, t)]
+                sr, rt, name = self._bind(x, rhs, scope)
+                return [*sr, *self.into(body, {**scope, x: (name, rt)}, dest, t)]
             case Unique(a):
                 return self.into(a, scope, dest, t)
             case Empty():  # adding zero
@@ -338,6 +336,15 @@ class _Lowering:
             case _:
                 s, pure, _ = self.value(e, scope)
                 return [*s, *_add(dest, pure, t)]
+
+    def _bind(self, x: str, rhs: Expr, scope: Scope) -> tuple[list[Stmt], Type, str]:
+        """``let x = rhs``: a sum accumulates into x itself, anything else is bound."""
+        name = self.fresh(x)
+        if isinstance(rhs, Sum) and rhs.ty is not None:
+            return [Decl(name, rhs.ty), *self.into(rhs, scope, Dest(name), rhs.ty),
+                    *_prune(name, rhs.ty)], rhs.ty, name
+        s, r, rt = self.value(rhs, scope)
+        return [*s, Bind(name, r, rt)], rt, name
 
     def _domain(self, dom: Expr, scope: Scope) -> tuple[list[Stmt], Expr, DictT]:
         """A sum's domain: a range or sub-array stays one (a counted loop); anything else
