@@ -95,6 +95,7 @@ class Compiled:
     dps: bool = True
     limits: Limits = field(default_factory=Limits)
     output: Output = "auto"
+    name: str = "kernel"  # of the generated function (a C++ identifier is made of it)
     cache: dict[tuple[object, ...], Specialized] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -178,7 +179,7 @@ class Compiled:
         if self.wrt is not None:
             sizes += declared(sized[self.wrt])
         low = lower(final, final_ctx, t, dps=self.dps)
-        kernel = emit_kernel("kernel", low, show(final))
+        kernel = emit_kernel(_identifier(self.name), low, show(final))
         return Specialized(stages, kernel, flat, formats, sizes,
                            source=translation_unit([kernel]))
 
@@ -241,12 +242,17 @@ class Compiled:
 def compile(source: str | Program, wrt: str | None = None,
             formats: Mapping[str, str] | None = None, *, optimize: bool = True,
             normalize: bool = True, dps: bool = True, limits: Limits | None = None,
-            output: Output = "auto") -> Compiled:
+            output: Output = "auto", name: str = "kernel") -> Compiled:
     """Compile an SDQLite program (its source text: declarations, then an expression) to
     C++, differentiated w.r.t. ``wrt`` when given; call the result with the inputs."""
     program = parse_program(source) if isinstance(source, str) else source
     return Compiled(program, wrt, dict(formats or {}), optimize, normalize, dps,
-                    limits or Limits(), output)
+                    limits or Limits(), output, name)
+
+
+def _identifier(name: str) -> str:
+    text = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "kernel"
+    return text if text[0].isalpha() else f"k_{text}"
 
 
 # ---- inputs ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The command line: ``sdqlite repl | check | eval | examples``.
+"""The command line: ``sdqlite repl | check | eval | grad | opt | cpp | examples``.
 
 Values go to stdout, diagnostics to stderr as ``file:line:col: error: …`` with the
 source line and a caret.  No Python traceback reaches the user (set SDQLITE_DEBUG=1 to
@@ -12,13 +12,17 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sdqlite.ast import free_vars
 from sdqlite.errors import DataError, SDQLiteError, format_error
 from sdqlite.parser import Program, parse_program
 from sdqlite.pipeline import Limits
-from sdqlite.session import declared_types, read_input
+from sdqlite.session import declared_types, read_input, read_raw_input
 from semantics.run import Input
+
+if TYPE_CHECKING:
+    from codegen.api import Compiled
 
 EXIT_ERROR, EXIT_INTERNAL = 1, 70
 
@@ -51,16 +55,66 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _raw_inputs(program: Program, specs: Sequence[str]) -> dict[str, object]:
+    declared = declared_types(program)
+    return dict(read_raw_input(s, declared.get(s.partition("=")[0].strip())) for s in specs)
+
+
+def _formats(specs: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for s in specs:
+        name, sep, fmt = s.partition("=")
+        if not sep or not name.strip() or not fmt.strip():
+            raise DataError(f"expected --format NAME=FORMAT, found {s!r}")
+        out[name.strip()] = fmt.strip()
+    return out
+
+
+def _compiled(args: argparse.Namespace, prog: Program, wrt: str | None) -> Compiled:
+    from codegen.api import compile as compile_
+
+    stem = Path(args.file).stem if args.file != "-" else "stdin"
+    return compile_(prog, wrt, _formats(args.format), optimize=not args.no_opt,
+                    normalize=not args.no_normalize, dps=not args.no_dps,
+                    output="value", name=stem + (f"_wrt_{wrt}" if wrt else ""))
+
+
+def _run_compiled(args: argparse.Namespace, prog: Program, wrt: str | None) -> int:
+    from semantics.display import show_value
+
+    compiled = _compiled(args, prog, wrt)
+    inputs = compiled.read(_raw_inputs(prog, args.input))
+    spec = compiled.specialize(inputs)
+    if getattr(args, "program", False):
+        from sdqlite.printer import show
+
+        print(show(spec.program), file=sys.stderr)
+    print(show_value(compiled.run(spec, inputs)))
+    if args.type:
+        print(f": {spec.kernel.result}", file=sys.stderr)
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from semantics.display import show_value
     from semantics.run import run
 
     text, _ = _source(args.file)
     prog = parse_program(text)
+    if args.backend == "cpp":
+        return _run_compiled(args, prog, None)
     result = run(prog, _inputs(prog, args.input))
     print(show_value(result.value))
     if args.type:
         print(f": {result.type}", file=sys.stderr)
+    return 0
+
+
+def cmd_cpp(args: argparse.Namespace) -> int:
+    text, _ = _source(args.file)
+    prog = parse_program(text)
+    compiled = _compiled(args, prog, args.wrt)
+    print(compiled.cpp(_raw_inputs(prog, args.input) if args.input else None), end="")
     return 0
 
 
@@ -73,6 +127,8 @@ def cmd_grad(args: argparse.Namespace) -> int:
 
     text, _ = _source(args.file)
     prog = parse_program(text)
+    if args.backend == "cpp":
+        return _run_compiled(args, prog, args.wrt)
     inputs = _inputs(prog, args.input)
     ctx = context(prog, inputs)
     check_program(prog, ctx)  # report errors of the program itself first
@@ -92,14 +148,21 @@ def cmd_grad(args: argparse.Namespace) -> int:
 
 def cmd_opt(args: argparse.Namespace) -> int:
     from sdqlite.pipeline import as_source, describe, pipeline
+    from sdqlite.storage import resolve
     from semantics.run import check_program, context
 
     text, _ = _source(args.file)
     prog = parse_program(text)
     ctx = context(prog, _inputs(prog, args.input))
     elab, _ = check_program(prog, ctx)
+    given = _formats(args.format)
+    unknown = sorted(set(given) - set(ctx))
+    if unknown:
+        raise DataError(f"--format for {', '.join(unknown)}, which is not an input")
+    named = {d.name: d.format for d in prog.decls if d.format} | given
+    formats = {x: resolve(f, ctx[x], None, f"--format {x}: ") for x, f in named.items()}
     stages = pipeline(elab, ctx, args.wrt, Limits(args.iter_limit, args.node_limit,
-                                                  args.time_limit))
+                                                  args.time_limit), formats)
     if args.stages:
         print(describe(stages), file=sys.stderr)
     else:
@@ -107,7 +170,7 @@ def cmd_opt(args: argparse.Namespace) -> int:
             report = ", ".join(f"{k} {v}" for k, v in s.report.items() if k != "rules fired")
             print(f"{s.name}: {s.seconds:.3f} s" + (f"; {report}" if report else ""),
                   file=sys.stderr)
-    print(as_source(stages[-1].program, ctx), end="")
+    print(as_source(stages[-1].program, stages[-1].ctx or ctx), end="")
     return 0
 
 
@@ -144,6 +207,24 @@ def build_parser() -> argparse.ArgumentParser:
     inp = {"action": "append", "default": [], "metavar": "NAME=PATH|VALUE",
            "help": "data for an input: a .npy/.mtx file or a literal such as '{0 -> 1.5}'"}
 
+    def backend_options(p: argparse.ArgumentParser, choose: bool = True) -> None:
+        if choose:
+            p.add_argument("--backend", choices=["interp", "cpp"], default="interp",
+                           help="the reference interpreter (default) or compiled C++ (the "
+                                "optimizer, storage composition, DPS)")
+        p.add_argument("--format", action="append", default=[], metavar="NAME=FORMAT",
+                       help="the storage format of an input for the C++ backend (csr, csc, "
+                            "coo, dense, dense_col, csf, dict); defaults follow the data: "
+                            ".mtx -> csr, .npy -> dense, literals -> dict")
+        p.add_argument("--no-opt", action="store_true",
+                       help="C++ backend: compile the program as the interpreter runs it "
+                            "(no saturation or sparsity propagation)")
+        p.add_argument("--no-normalize", action="store_true",
+                       help="C++ backend: leave out multiplication normalization")
+        p.add_argument("--no-dps", action="store_true",
+                       help="C++ backend: build every intermediate dictionary (no "
+                            "destination-passing style)")
+
     p = sub.add_parser("check", help="type-check a source file")
     p.add_argument("file", help="source file ('-' for stdin)")
     p.add_argument("--input", "-i", **inp)  # type: ignore[arg-type]
@@ -153,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="source file ('-' for stdin)")
     p.add_argument("--input", "-i", **inp)  # type: ignore[arg-type]
     p.add_argument("--type", action="store_true", help="also print the type (on stderr)")
+    backend_options(p)
     p.set_defaults(run=cmd_eval)
 
     p = sub.add_parser(
@@ -164,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--program", action="store_true",
                    help="also print the expanded program (on stderr)")
     p.add_argument("--type", action="store_true", help="also print the type (on stderr)")
+    backend_options(p)
     p.set_defaults(run=cmd_grad)
 
     p = sub.add_parser(
@@ -173,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wrt", metavar="X", help="differentiate w.r.t. this input")
     p.add_argument("--input", "-i", **inp)  # type: ignore[arg-type]
     p.add_argument("--stages", action="store_true", help="print every stage (on stderr)")
+    p.add_argument("--format", action="append", default=[], metavar="NAME=FORMAT",
+                   help="compose an input with a storage format (csr, coo, dense, ...)")
     p.add_argument("--iter-limit", type=_at_least(0, int), default=Limits.iter_limit,
                    help="iterations per saturation (default %(default)s)")
     p.add_argument("--node-limit", type=_at_least(1, int), default=Limits.node_limit,
@@ -180,6 +265,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=_at_least(0, float), default=Limits.time_limit,
                    help="seconds per saturation (default %(default)s)")
     p.set_defaults(run=cmd_opt)
+
+    p = sub.add_parser("cpp", help="print the C++ the backend generates for a program "
+                                   "(differentiated w.r.t. --wrt X when given)")
+    p.add_argument("file", help="source file ('-' for stdin)")
+    p.add_argument("--wrt", metavar="X", help="differentiate w.r.t. this input")
+    p.add_argument("--input", "-i", **inp)  # type: ignore[arg-type]
+    backend_options(p, choose=False)
+    p.set_defaults(run=cmd_cpp)
 
     p = sub.add_parser("repl", help="the interactive read-eval-print loop")
     p.set_defaults(run=cmd_repl)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.io
 
 from sdqlite.anf import anf
 from sdqlite.ast import Expr, Gradient, free_vars
@@ -40,6 +44,35 @@ def read_input(spec: str, declared: Type | None = None) -> tuple[str, Input]:
     return name, Input(value, t)
 
 
+def read_raw_input(spec: str, declared: Type | None = None) -> tuple[str, Any]:
+    """``NAME=PATH|VALUE`` for the compiled backend: a ``.npy`` file as its numpy array, a
+    ``.mtx`` file as its ``scipy.sparse`` matrix (or numpy array), a literal as a value."""
+    name, sep, rhs = spec.partition("=")
+    name, rhs = name.strip(), rhs.strip()
+    if not sep or not IDENT.fullmatch(name):
+        raise DataError(f"expected an input as NAME=PATH or NAME=VALUE, found {spec!r}")
+    if not (rhs.endswith((".npy", ".mtx")) or _is_file(rhs)):
+        return name, read_input(spec, declared)[1].value
+    path = Path(rhs)
+    if not _is_file(rhs):
+        raise DataError(f"{rhs}: no such file")
+    try:
+        if path.suffix == ".npy":
+            return name, np.load(path, allow_pickle=False)
+        if path.suffix == ".mtx":
+            return name, scipy.io.mmread(path)
+    except (ValueError, OSError, EOFError, TypeError) as err:
+        raise DataError(f"{rhs}: cannot read: {err}") from None
+    raise DataError(f"{rhs}: unknown file type {path.suffix!r} (expected .npy or .mtx)")
+
+
+def _is_file(text: str) -> bool:
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):  # not a path this system can have
+        return False
+
+
 def declared_types(program: Program) -> dict[str, Type]:
     return {d.name: d.type for d in program.decls}
 
@@ -54,6 +87,7 @@ Enter an SDQLite expression to evaluate it, or a declaration `NAME : TYPE`.
   :grad EXPR X                 expand `gradient EXPR X` (Fig. api), show it and its value
   :opt EXPR                    the optimizer's stages (Fig. arch) on EXPR
   :opt EXPR wrt X              ... differentiating EXPR w.r.t. X
+  :cpp EXPR [wrt X]            the C++ the backend generates (declared inputs, as hash maps)
   :inputs                      list the declared inputs and their values
   :help                        this text
   :quit                        leave (also Ctrl-D)
@@ -127,6 +161,16 @@ class Session:
                 self.source = body
                 elab, _ = self._elaborate(body, ":opt EXPR [wrt X]")
                 return describe(pipeline(elab, self._ctx(), x.strip() or None))
+            case "cpp":
+                from codegen.api import compile as compile_
+
+                body, sep, x = arg.rpartition(" wrt ")
+                if not sep:
+                    body, x = arg, ""
+                self.source = body
+                expr = self._parse(body, ":cpp EXPR [wrt X]")
+                decls = tuple(Decl(n, t) for n, t in self.types.items())
+                return compile_(Program(decls, expr), x.strip() or None, name="repl").cpp()
             case "inputs":
                 lines = []
                 for n, t in sorted(self.types.items()):
