@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from paper_examples.catalog import EXAMPLES, Example
+from paper_examples.codegen import CPP_EXAMPLES, report_cpp
 from paper_examples.differentiation import AD_EXAMPLES, report
 from paper_examples.optimization import OPT_EXAMPLES, report_opt
 from sdqlite.errors import SDQLiteError, format_error
@@ -52,8 +53,9 @@ def main(names: Sequence[str] = ()) -> int:
     chosen = [e for e in EXAMPLES if not names or e.name in names]
     chosen_ad = [e for e in AD_EXAMPLES if not names or e.name in names]
     chosen_opt = [e for e in OPT_EXAMPLES if not names or e.name in names]
+    chosen_cpp = [e for e in CPP_EXAMPLES if not names or e.name in names]
     known = [e.name for e in EXAMPLES] + [e.name for e in AD_EXAMPLES] + [
-        e.name for e in OPT_EXAMPLES]
+        e.name for e in OPT_EXAMPLES] + [e.name for e in CPP_EXAMPLES]
     unknown = set(names) - set(known)
     if unknown:
         print(f"unknown example(s): {', '.join(sorted(unknown))}; known: {', '.join(known)}",
@@ -70,6 +72,14 @@ def main(names: Sequence[str] = ()) -> int:
             failed.append(ex.name)
     failed_ad = [ex.name for ex in chosen_ad if not report(ex)]
     failed_opt = [ex.name for ex in chosen_opt if not report_opt(ex)]
+    failed_cpp = []
+    for cx in chosen_cpp:
+        try:
+            if not report_cpp(cx):
+                failed_cpp.append(cx.name)
+        except SDQLiteError as err:
+            print(format_error(err, None, "sdqlite"), file=sys.stderr)
+            failed_cpp.append(cx.name)
     print(f"{len(chosen) - len(failed)} of {len(chosen)} paper examples agree with "
           "their numpy/scipy expectations" + (f"; failed: {', '.join(failed)}" if failed else ""))
     if chosen_ad:
@@ -80,7 +90,12 @@ def main(names: Sequence[str] = ()) -> int:
         print(f"{len(chosen_opt) - len(failed_opt)} of {len(chosen_opt)} optimization examples "
               "reach the paper's program and keep the meaning of their input"
               + (f"; failed: {', '.join(failed_opt)}" if failed_opt else ""))
-    return 1 if failed or failed_ad or failed_opt else 0
+    if chosen_cpp:
+        print(f"{len(chosen_cpp) - len(failed_cpp)} of {len(chosen_cpp)} code generation "
+              "examples (§6) reach the paper's program, build no dictionary in inner loops "
+              "and agree with numpy/scipy"
+              + (f"; failed: {', '.join(failed_cpp)}" if failed_cpp else ""))
+    return 1 if failed or failed_ad or failed_opt or failed_cpp else 0
 
 
 if __name__ == "__main__":
