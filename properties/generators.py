@@ -42,6 +42,7 @@ from sdqlite.ast import (
     UnOp,
     Var,
 )
+from sdqlite.storage import Format
 from sdqlite.typecheck import typecheck
 from sdqlite.types import BOOL, INT, REAL, BoolT, DictT, IntT, RealT, Type, is_semiring, splits
 from semantics.extents import check_extents
@@ -492,3 +493,24 @@ def sized_programs(draw: Draw) -> tuple[Expr, str]:
         case _:
             e = Sum("i", "r", Var("M"), Sum("k", "v", Var("r"), inner))
     return typecheck(e, ctx)[0], wrt
+
+
+# ---- storage formats ----------------------------------------------------------------------
+
+
+def coo(v: Value, t: Type) -> tuple[list[Any], Any]:
+    """Every stored entry's keys (one array per layer) and values, of a value of ``t``."""
+    from codegen.data import encode, to_coo
+
+    return to_coo(encode(v, t), t)
+
+
+def flat_values(flat: dict[str, Any], fmt: Format) -> dict[str, Value]:
+    """A format's flat arrays as the interpreter's values (ints, dense arrays)."""
+    import numpy as np
+
+    out: dict[str, Value] = {}
+    for p, t in fmt.params:
+        x = flat[p]
+        out[p] = int(x) if t == INT else dense(np.asarray(x).tolist())
+    return out

@@ -20,29 +20,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from codegen.data import encode, to_coo
-from properties.generators import Generated, environments, programs
+from properties.generators import Generated, coo, environments, flat_values, programs
 from sdqlite.errors import DataError
 from sdqlite.storage import FORMATS, TENSOR3, Format, compose, formats_for, layout, resolve
 from sdqlite.typecheck import typecheck
-from sdqlite.types import INT, Type
 from semantics.interp import evaluate
-from semantics.values import Value, dense, values_equal
+from semantics.values import Value, values_equal
 
 STORED = [f for f in FORMATS.values() if not f.identity]
-
-
-def flat_values(flat: dict[str, Any], fmt: Format) -> dict[str, Value]:
-    """The flat arrays as the interpreter's values (ints, dense arrays)."""
-    out: dict[str, Value] = {}
-    for p, t in fmt.params:
-        x = flat[p]
-        out[p] = int(x) if t == INT else dense(np.asarray(x).tolist())
-    return out
-
-
-def coo(v: Value, t: Type) -> tuple[list[Any], Any]:
-    return to_coo(encode(v, t), t)
 
 
 @st.composite
