@@ -1,13 +1,24 @@
 # Quick start:  make examples   (set up, then run the paper's examples)
 #               make test       (set up, then run every test and the linters)
+# System packages (Debian 12): sudo apt-get install -y python3-venv make g++ libboost1.81-dev
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PROFILE ?= dev
+CXX    ?= g++
+SYSTEM_PACKAGES := python3-venv make g++ libboost1.81-dev
+SANITIZE_FLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
-.PHONY: setup examples test properties bench clean
+.PHONY: setup check-system examples test sanitize properties bench clean
 
-setup: $(VENV)/.installed
+setup: check-system $(VENV)/.installed
+
+# The C++ backend needs a compiler and Boost >= 1.81 (boost::unordered_flat_map).
+check-system:
+	@command -v $(CXX) >/dev/null 2>&1 || \
+	  { echo "no C++ compiler ($(CXX)): on Debian run 'sudo apt-get install -y $(SYSTEM_PACKAGES)'"; exit 1; }
+	@echo '#include <boost/unordered/unordered_flat_map.hpp>' | $(CXX) -std=c++17 -x c++ -fsyntax-only - 2>/dev/null || \
+	  { echo "Boost >= 1.81 is missing (boost/unordered/unordered_flat_map.hpp): on Debian run 'sudo apt-get install -y $(SYSTEM_PACKAGES)'"; exit 1; }
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -25,6 +36,14 @@ test: setup
 	$(BIN)/ruff check sdqlite semantics codegen properties paper_examples tests benchmarks
 	$(BIN)/mypy
 	HYPOTHESIS_PROFILE=$(PROFILE) $(BIN)/pytest
+	$(MAKE) --no-print-directory sanitize
+
+# The C++ agreement property on generated code built with AddressSanitizer and UBSan
+# (fewer programs: the `sanitize` profile), the sanitizers' runtimes preloaded into Python.
+sanitize: setup
+	LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0 SDQLITE_CXXFLAGS="$(SANITIZE_FLAGS)" HYPOTHESIS_PROFILE=sanitize \
+	  $(BIN)/pytest -q -p no:cacheprovider properties/test_cpp_agreement.py
 
 bench: setup
 	$(BIN)/python -m benchmarks.optimizer

@@ -2,7 +2,9 @@
 
 * ``dev`` (default on a workstation): 100 examples per property, random;
 * ``ci`` (default when CI is set): 300 examples, derandomized, so a CI run is reproducible;
-* ``thorough``: 2000 examples per property, for deep runs.
+* ``thorough``: 2000 examples per property, for deep runs;
+* ``sanitize``: 60 examples, derandomized, for the C++ agreement property built with the
+  sanitizers (``make sanitize``, run by ``make test``).
 
 Choose with HYPOTHESIS_PROFILE=dev|ci|thorough (``make test PROFILE=thorough``).
 """
@@ -16,5 +18,7 @@ settings.register_profile("dev", max_examples=100, **_common)
 settings.register_profile("ci", max_examples=300, derandomize=True, database=None,
                           print_blob=True, **_common)
 settings.register_profile("thorough", max_examples=2000, **_common)
+settings.register_profile("sanitize", max_examples=60, derandomize=True, database=None,
+                          print_blob=True, **_common)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI")
                                                                else "dev"))
