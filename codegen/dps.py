@@ -312,8 +312,8 @@ class _Lowering:
             case Single(k, v) if self.dps:  # {k -> v} into dest: v into dest[k]
                 assert isinstance(t, DictT)
                 sk, k2, _ = self.value(k, scope)
-                if _pure(v):
-                    return [*sk, *_add(dest.at(k2), self.value(v, scope)[1], t.val)]
+                if _pure(v):  # no statements: the path grows (res[k][k2] += 1.0)
+                    return [*sk, *self.into(v, scope, dest.at(k2), t.val)]
                 entry = self.fresh("d")
                 return [*sk, Enter(entry, dest.at(k2), t.val),
                         *self.into(v, scope, Dest(entry), t.val)]

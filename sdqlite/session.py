@@ -169,6 +169,7 @@ class Session:
                     body, x = arg, ""
                 self.source = body
                 expr = self._parse(body, ":cpp EXPR [wrt X]")
+                typecheck(expr, self._ctx())  # errors located as the other commands' are
                 decls = tuple(Decl(n, t) for n, t in self.types.items())
                 return compile_(Program(decls, expr), x.strip() or None, name="repl").cpp()
             case "inputs":

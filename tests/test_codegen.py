@@ -1,0 +1,203 @@
+"""The compiled backend's front doors: ``sdqlite.compile``, the build driver, the CLI's
+``cpp`` and ``--backend cpp``, the REPL's ``:cpp`` — results against numpy/scipy, and
+every bad input a clean, located error."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+import sdqlite
+from codegen.build import build
+from codegen.emit import translation_unit
+from sdqlite.cli import main
+from sdqlite.errors import CodegenError, DataError, EvalError, SDQLTypeError
+from sdqlite.parser import parse_program
+from sdqlite.session import Session
+from sdqlite.typecheck import typecheck
+from semantics.interp import evaluate
+from semantics.run import Input, run
+
+HERE = Path(__file__).parent.parent
+BATAX = (HERE / "paper_examples" / "batax.sdql").read_text()
+
+
+@pytest.fixture(autouse=True)
+def quick_builds(tmp_path_factory: pytest.TempPathFactory,
+                 monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("SDQLITE_CXXFLAGS", os.environ.get("SDQLITE_CXXFLAGS", "-O1"))
+    monkeypatch.setenv("SDQLITE_CACHE", str(tmp_path_factory.getbasetemp() / "cpp-cache"))
+    yield
+
+
+def _matrix(seed: int = 1) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    return sp.random(12, 9, density=0.3, format="csr", random_state=rng,
+                     data_rvs=lambda k: rng.uniform(-2, 2, k))
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "dense", "dense_col", "dict"])
+def test_batax_gradient_is_beta_ata_in_every_matrix_format(fmt: str) -> None:
+    a, x = _matrix(), np.linspace(-1, 1, 9)
+    f = sdqlite.compile(BATAX, wrt="x", formats={"A": fmt})
+    got = f(A=a, x=x, beta=0.5)
+    want = 0.5 * (a.T @ a)  # scipy's formula, independently
+    assert isinstance(got, sp.csr_array) and got.shape == (9, 9)
+    assert abs(got - want).max() < 1e-12
+
+
+def test_compile_once_call_many_times() -> None:
+    f = sdqlite.compile(BATAX, wrt="x")
+    for seed in (1, 2, 3):
+        a = _matrix(seed)
+        assert abs(f(A=a, x=np.ones(9), beta=2.0) - 2.0 * (a.T @ a)).max() < 1e-12
+    assert len(f.cache) == 1  # one specialization: csr (from the data), built once
+
+
+def test_values_in_values_out_match_the_interpreter() -> None:
+    src = "V : {int -> real}\ns : real\nsum(<i, a> in V) { i -> a * s * s }\n"
+    prog = parse_program(src)
+    env = {"V": {0: 1.5, 7: -2.0}, "s": 3.0}
+    want = run(prog, {k: Input(v) for k, v in env.items()}).value
+    assert sdqlite.compile(src, output="value")(**env) == want
+    grad = sdqlite.compile(src, wrt="s", output="value")(**env)
+    assert grad == {0: 9.0, 7: -12.0}  # d/ds V(i) s^2 = 2 s V(i)
+
+
+def test_results_by_type() -> None:
+    assert sdqlite.compile("x : real\nx * x")(x=3.0) == 9.0
+    assert sdqlite.compile("n : int\nn + 1")(n=41) == 42
+    v = sdqlite.compile("x : {dense_int -> real}\nsum(<i, a> in x) a")(x=np.arange(4.0))
+    assert v == 6.0
+    arr = sdqlite.compile("x : {dense_int -> real}\nx * 2.0")(x=np.arange(3.0))
+    assert isinstance(arr, np.ndarray) and arr.tolist() == [0.0, 2.0, 4.0]
+
+
+def test_numpy_data_for_a_sparse_vector_is_stored_dense() -> None:
+    src = "V : {int[n] -> real}\nW : {dense_int[n] -> real}\nsum(<i, a> in V) a * W(i)\n"
+    f = sdqlite.compile(src, wrt="W")
+    v = np.array([0.0, 2.0, 0.0, -1.0])
+    got = f(V=v, W=np.ones(4))
+    assert isinstance(got, np.ndarray) and got.tolist() == v.tolist()
+    assert "V_len" in f.cpp({"V": v, "W": np.ones(4)})  # the dense format's flat arrays
+
+
+def test_an_integer_array_is_real_where_a_real_is_declared() -> None:
+    f = sdqlite.compile("x : {dense_int -> real}\nsum(<i, a> in x) a * a")
+    assert f(x=np.array([1, 2, 3])) == 14.0
+
+
+def test_errors_of_data_and_formats_are_clean() -> None:
+    with pytest.raises(SDQLTypeError, match="format csr .* stores"):
+        sdqlite.compile("V : {int -> real}\nV", formats={"V": "csr"})(V={0: 1.0})
+    with pytest.raises(DataError, match="not an input"):
+        sdqlite.compile("V : {int -> real}\nV", formats={"W": "csr"})
+    f = sdqlite.compile(BATAX, wrt="x")
+    with pytest.raises(DataError, match="no data for input beta"):
+        f(A=_matrix(), x=np.ones(9))
+    with pytest.raises(DataError, match="not finite"):
+        f(A=_matrix(), x=np.array([np.nan] * 9), beta=1.0)
+    with pytest.raises(DataError, match="9 positions|has key"):
+        f(A=_matrix(), x=np.ones(4), beta=1.0)  # x fixes n = 4, A has columns up to 8
+    with pytest.raises(DataError, match="sparse matrix is a"):
+        sdqlite.compile("V : {int -> real}\nV")(V=sp.csr_matrix(np.eye(2)))
+    with pytest.raises(SDQLTypeError, match="expected"):
+        sdqlite.compile("x : real\nx + {0 -> 1.0}")  # checked at compile time
+
+
+def test_evaluation_errors_read_as_the_interpreters() -> None:
+    src = "x : real\nlog(x)"
+    prog = parse_program(src)
+    elab, _ = typecheck(prog.expr, {"x": prog.decls[0].type})  # type: ignore[arg-type]
+    with pytest.raises(EvalError) as interp:
+        evaluate(elab, {"x": -1.0})
+    with pytest.raises(EvalError) as compiled:
+        sdqlite.compile(src)(x=-1.0)
+    assert compiled.value.message == interp.value.message
+    with pytest.raises(EvalError, match="integer overflow"):
+        sdqlite.compile("n : int\nn * n")(n=2**40)
+    with pytest.raises(EvalError, match="real overflow"):
+        sdqlite.compile("x : real\nx * x")(x=1e200)
+
+
+def test_a_compiler_failure_names_the_generated_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(CodegenError, match=r"compiler failed on the generated file .*\.cpp"):
+        build('#include "sdqlite_runtime.h"\nthis is not C++;\n')
+    monkeypatch.setenv("CXX", "no-such-compiler")
+    with pytest.raises(CodegenError, match="apt-get install g\\+\\+ libboost1.81-dev"):
+        build(translation_unit([]))
+
+
+def _build_in_child(source: str, cache: str, out: multiprocessing.Queue[str]) -> None:
+    os.environ["SDQLITE_CACHE"] = cache
+    out.put(str(build(source).path))
+
+
+def test_two_processes_building_at_once_load_the_same_whole_object(tmp_path: Path) -> None:
+    source = translation_unit([]) + "// one object for both\n"
+    ctx = multiprocessing.get_context("spawn")
+    out: multiprocessing.Queue[str] = ctx.Queue()
+    procs = [ctx.Process(target=_build_in_child, args=(source, str(tmp_path), out))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    paths = {out.get(timeout=5), out.get(timeout=5)}
+    assert len(paths) == 1 and all(p.exitcode == 0 for p in procs)
+    assert sorted(f.suffix for f in tmp_path.iterdir()) == [".cpp", ".lock", ".so"]
+
+
+def test_cli_cpp_backend_prints_what_the_interpreter_prints(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    m = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 0.5, 0.0], [-1.0, 0.0, 0.0]]))
+    scipy.io.mmwrite(tmp_path / "A.mtx", m)
+    np.save(tmp_path / "x.npy", np.array([0.5, -1.0, 2.0]))
+    prog = tmp_path / "batax.sdql"
+    prog.write_text(BATAX)
+    args = ["-i", f"A={tmp_path / 'A.mtx'}", "-i", f"x={tmp_path / 'x.npy'}", "-i", "beta=0.5"]
+    outputs = []
+    for cmd in (["eval", str(prog)], ["grad", str(prog), "--wrt", "x"]):
+        for backend in ("interp", "cpp"):
+            assert main([*cmd, *args, "--backend", backend]) == 0
+            outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and outputs[2] == outputs[3]
+    assert main(["cpp", str(prog), "--wrt", "x", "--format", "A=csc"]) == 0
+    code = capsys.readouterr().out
+    assert "static void batax_wrt_x(" in code and "A_pos" in code
+
+
+def test_cli_reports_backend_errors_without_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    prog = tmp_path / "p.sdql"
+    prog.write_text("V : {int -> real}\nV\n")
+    assert main(["eval", str(prog), "--backend", "cpp", "-i", "V={0 -> 1.0}",
+                 "--format", "V=csr"]) == 1
+    assert "sdqlite: error: --format V: format csr" in capsys.readouterr().err
+    prog.write_text("V : {int -> real} @ csr\nV\n")
+    assert main(["check", str(prog)]) == 1
+    err = capsys.readouterr().err
+    assert f"{prog}:1:21: error: input V: format csr" in err
+    prog.write_text("V : {int -> real}\nV\n")
+    monkeypatch.setenv("SDQLITE_CXXFLAGS", "--no-such-flag")
+    assert main(["eval", str(prog), "--backend", "cpp", "-i", "V={0 -> 1.0}"]) == 1
+    err = capsys.readouterr().err
+    assert "sdqlite: error: the C++ compiler failed on the generated file" in err
+    assert "Traceback" not in err
+
+
+def test_repl_prints_the_generated_cpp() -> None:
+    s = Session()
+    s.handle("V : {int -> real}")
+    code = s.handle(":cpp sum(<i, a> in V) a * a wrt V")
+    assert "static void repl(const sdql::dict<double>& V" in code
+    with pytest.raises(SDQLTypeError, match="unbound variable W"):
+        s.handle(":cpp W")
