@@ -16,6 +16,9 @@ The result comes back as a Python number for a scalar; for ``output="auto"``, as
 array for a real vector or a dense array, a ``scipy.sparse.csr_array`` for a real
 matrix (``{int -> {int -> real}}``) — when the data fix the size of each layer
 (``sdqlite.sizes``) — and otherwise as an SDQLite value, as ``output="value"`` always.
+Where the data fix the size n of the result's outer layer, the compiled code accumulates
+into an array of n positions rather than a hash map (``destination="dense"``, the
+default; ``"dict"`` keeps hash maps throughout, as the paper's "∇SD (dict)").
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import scipy.sparse
 from codegen import data as D
 from codegen.build import build
 from codegen.dps import lower
-from codegen.emit import Kernel, emit_kernel, translation_unit
+from codegen.emit import DEST_SIZE, Kernel, emit_kernel, translation_unit
 from codegen.native import Native
 from sdqlite.ast import Expr, free_vars
 from sdqlite.errors import DataError, SDQLTypeError
@@ -45,10 +48,11 @@ from sdqlite.storage import Coo, Format, compose, layout, resolve
 from sdqlite.typecheck import typecheck
 from sdqlite.types import BOOL, INT, REAL, DictT, Type, erase, scalar_of
 from semantics.extents import Layer, check_layers, facts, size_bounds
-from semantics.values import DenseArray, has_type, type_of
+from semantics.values import DenseArray, has_type, is_zero, type_of
 
 Kind = Literal["numpy", "scipy", "value"]
 Output = Literal["auto", "value"]
+Destination = Literal["dense", "dict"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class Specialized:
     flat: dict[str, dict[str, str]]  # input -> parameter -> flat input of the kernel
     formats: dict[str, Format]
     sizes: list[Size]  # of the result's layers
+    result: Type  # the program's (the kernel's may store its outer layer densely)
     native: Native | None = None
     build_seconds: float = 0.0
     source: str = ""
@@ -96,6 +101,7 @@ class Compiled:
     limits: Limits = field(default_factory=Limits)
     output: Output = "auto"
     name: str = "kernel"  # of the generated function (a C++ identifier is made of it)
+    destination: Destination = "dense"
     cache: dict[tuple[object, ...], Specialized] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -179,8 +185,10 @@ class Compiled:
         if self.wrt is not None:
             sizes += declared(sized[self.wrt])
         low = lower(final, final_ctx, t, dps=self.dps)
-        kernel = emit_kernel(_identifier(self.name), low, show(final))
-        return Specialized(stages, kernel, flat, formats, sizes,
+        dense = (self.destination == "dense" and isinstance(t, DictT) and not t.dense
+                 and bool(sizes) and sizes[0] not in (None, NO_KEYS))
+        kernel = emit_kernel(_identifier(self.name), low, show(final), dense_result=dense)
+        return Specialized(stages, kernel, flat, formats, sizes, t,
                            source=translation_unit([kernel]))
 
     def _unoptimized(self, elab: Expr, ctx: dict[str, Type], formats: dict[str, Format]
@@ -204,12 +212,15 @@ class Compiled:
         bounds = self.check_sizes(args)
         flat: dict[str, D.Buffers] = {}
         for x, params in spec.flat.items():
-            arrays = layout(spec.formats[x], _coo(args[x]), _sizes_of(args[x]))
+            arrays = _layout(spec.formats[x], args[x])
             flat |= {name: _flat_buffers(arrays[p], spec.kernel_types[name])
                      for p, name in params.items()}
+        if spec.kernel.inputs and spec.kernel.inputs[-1][0] == DEST_SIZE:
+            flat[DEST_SIZE] = D.scalar(bounds[str(spec.sizes[0])], INT)
         buffers = [flat[x] if x in flat else _as_is(args[x], t) for x, t in spec.kernel.inputs]
         out = spec.native(buffers)
-        return _result(out, spec.kernel.result, spec.sizes, bounds, output or self.output)
+        return _result(out, spec.kernel.result, spec.result, spec.sizes, bounds,
+                       output or self.output)
 
     def check_sizes(self, args: Mapping[str, Arg]) -> dict[str, int]:
         """Declared sizes checked against the data; every size name's bound."""
@@ -242,12 +253,13 @@ class Compiled:
 def compile(source: str | Program, wrt: str | None = None,
             formats: Mapping[str, str] | None = None, *, optimize: bool = True,
             normalize: bool = True, dps: bool = True, limits: Limits | None = None,
-            output: Output = "auto", name: str = "kernel") -> Compiled:
+            output: Output = "auto", name: str = "kernel", destination: Destination = "dense"
+            ) -> Compiled:
     """Compile an SDQLite program (its source text: declarations, then an expression) to
     C++, differentiated w.r.t. ``wrt`` when given; call the result with the inputs."""
     program = parse_program(source) if isinstance(source, str) else source
     return Compiled(program, wrt, dict(formats or {}), optimize, normalize, dps,
-                    limits or Limits(), output, name)
+                    limits or Limits(), output, name, destination)
 
 
 def _identifier(name: str) -> str:
@@ -262,16 +274,26 @@ def _arg(name: str, x: Any, want: Type | None) -> Arg:
     """Read an input's data and check it against its declaration."""
     if scipy.sparse.issparse(x):
         sparse: Any = x
-        t = want if want is not None else DictT(DictT(REAL))
-        if erase(t) != DictT(DictT(REAL)):
-            raise DataError(f"input {name}: a sparse matrix is a {{int -> {{int -> real}}}}, "
+        logical = DictT(REAL) if sparse.ndim == 1 else DictT(DictT(REAL))
+        t = want if want is not None else logical
+        if erase(t) != logical:
+            raise DataError(f"input {name}: a {sparse.ndim}-d sparse array is a {logical}, "
                             f"but {name} is declared {t}")
-        if sparse.ndim != 2 or sparse.dtype.kind not in "iuf":
-            raise DataError(f"input {name}: a sparse matrix of dtype {sparse.dtype} has no "
+        if sparse.dtype.kind not in "iuf":
+            raise DataError(f"input {name}: a sparse array of dtype {sparse.dtype} has no "
                             "SDQLite type (use float or int)")
-        m = scipy.sparse.csr_array(sparse, dtype=np.float64)
+        m: Any
+        if sparse.ndim == 1:
+            m = scipy.sparse.coo_array(sparse, dtype=np.float64)
+        elif sparse.format == "csr" and sparse.dtype == np.float64:
+            m = scipy.sparse.csr_array(sparse, copy=False)  # no copy of the caller's arrays
+        else:
+            m = scipy.sparse.csr_array(sparse, dtype=np.float64)
+        if not m.has_canonical_format:
+            m = m.copy()  # the caller's matrix stays as it is
+            m.sum_duplicates()  # canonical: the formats' layouts rely on it
         if not np.all(np.isfinite(m.data)):
-            raise DataError(f"input {name}: the matrix holds a number that is not finite")
+            raise DataError(f"input {name}: the array holds a number that is not finite")
         return Arg(name, t, "scipy", m)
     if isinstance(x, np.ndarray) and x.ndim > 0:
         return Arg(name, _numpy_type(name, x, want), "numpy", x)
@@ -319,7 +341,7 @@ def _numpy_type(name: str, a: Any, want: Type | None) -> Type:
 def _default_format(a: Arg) -> str:
     match a.kind:
         case "scipy":
-            return "csr"
+            return "csr" if a.data.ndim == 2 else "coo"
         case "numpy":
             return "dense"
     return "dict"
@@ -344,18 +366,22 @@ def _facts(a: Arg) -> list[Layer]:
             return list(facts(a.type, a.data, a.name))
         case "scipy":
             t = _with_shape_sizes(a.name, a.type)
-            assert isinstance(t, DictT) and isinstance(t.val, DictT)
-            coo = a.data.tocoo()
-            rows, cols = coo.row, coo.col
+            assert isinstance(t, DictT)
+            if a.data.ndim == 1:
+                return [Layer(t, a.name, keys=_range(a.data.coords[0]), bound=a.data.shape[0])]
+            assert isinstance(t.val, DictT)
+            rows = np.flatnonzero(np.diff(a.data.indptr))
             return [Layer(t, a.name, keys=_range(rows), bound=a.data.shape[0]),
-                    Layer(t.val, f"{a.name}(*)", keys=_range(cols), bound=a.data.shape[1])]
+                    Layer(t.val, f"{a.name}(*)", keys=_range(a.data.indices),
+                          bound=a.data.shape[1])]
     t = _with_shape_sizes(a.name, a.type)
     arr = a.data
-    where = np.nonzero(arr)
+    layers = D.layers(t)
+    where = None if all(layer.dense for layer in layers) else np.nonzero(arr)
     out = []
-    for d, layer in enumerate(D.layers(t)):
+    for d, layer in enumerate(layers):
         path = a.name + "(*)" * d
-        if layer.dense:
+        if where is None or layer.dense:
             out.append(Layer(layer, path, count=arr.shape[d], bound=arr.shape[d]))
         else:
             out.append(Layer(layer, path, keys=_range(where[d]), bound=arr.shape[d]))
@@ -372,12 +398,23 @@ def _coo(a: Arg) -> Coo:
         case "scipy":
             coo = a.data.tocoo()
             keep = coo.data != 0
-            return [coo.row[keep].astype(np.int64), coo.col[keep].astype(np.int64)], \
-                coo.data[keep]
+            return [c[keep].astype(np.int64) for c in coo.coords], coo.data[keep]
         case "numpy":
             where = np.nonzero(a.data)
             return [w.astype(np.int64) for w in where], np.asarray(a.data[where], np.float64)
     return D.to_coo(D.encode(a.data, a.type), a.type)
+
+
+def _layout(fmt: Format, a: Arg) -> dict[str, Any]:
+    """An input's flat arrays in ``fmt``: a scipy matrix's own CSR (or CSC) arrays, which
+    are canonical (sorted, duplicates added); else the format's layout of its entries."""
+    if a.kind == "scipy" and a.data.ndim == 2 and fmt.name in ("csr", "csc"):
+        m = a.data if fmt.name == "csr" else scipy.sparse.csc_array(a.data)
+        m.eliminate_zeros()
+        n = m.shape[0] if fmt.name == "csr" else m.shape[1]
+        return {"len": n, "pos": m.indptr.astype(np.int64), "idx": m.indices.astype(np.int64),
+                "val": m.data}
+    return layout(fmt, _coo(a), _sizes_of(a))
 
 
 def _sizes_of(a: Arg) -> tuple[int | None, ...]:
@@ -399,7 +436,7 @@ def _as_is(a: Arg, t: Type) -> D.Buffers:
             keys, vals = _coo(a)
             return D.from_coo(keys, vals, t)
         case "scipy":
-            return D.from_scipy(a.data)
+            return D.from_scipy(a.data) if a.data.ndim == 2 else D.from_coo(*_coo(a), t)
     if not isinstance(t, DictT):
         return D.scalar(a.data, t)
     return D.encode(a.data, t)
@@ -408,8 +445,10 @@ def _as_is(a: Arg, t: Type) -> D.Buffers:
 # ---- results --------------------------------------------------------------------------------
 
 
-def _result(bufs: D.Buffers, t: Type, sizes: list[Size], bounds: Mapping[str, int],
-            output: Output) -> Any:
+def _result(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
+            bounds: Mapping[str, int], output: Output) -> Any:
+    """The result as ``output`` asks: ``stored`` is how the buffers hold it (a dense
+    destination's outer layer is an array), ``t`` the program's type."""
     if not isinstance(t, DictT):
         x = bufs[-1][0]
         return bool(x) if t == BOOL else int(x) if t == INT else float(x)
@@ -422,13 +461,24 @@ def _result(bufs: D.Buffers, t: Type, sizes: list[Size], bounds: Mapping[str, in
             if arr is not None:
                 return arr
         elif scalar_of(t) == REAL and len(layers) <= 2 and None not in shape:
-            keys, vals = D.to_coo(bufs, t)
             dims = [int(n) for n in shape if n is not None]
+            if stored != t and len(layers) == 1:  # an array of the right size already
+                return bufs[-1]
+            keys, vals = D.to_coo(bufs, stored)
             if all(len(k) == 0 or (k.min() >= 0 and k.max() < n)
                    for k, n in zip(keys, dims, strict=True)):
                 if len(layers) == 1:
                     out = np.zeros(dims[0])
                     out[keys[0]] = vals
                     return out
-                return scipy.sparse.csr_array((vals, (keys[0], keys[1])), shape=(dims[0], dims[1]))
-    return D.decode(bufs, t)
+                if stored != t:  # rows in order: the buffers are CSR's arrays
+                    m = scipy.sparse.csr_array((bufs[-1], bufs[3], bufs[2]),
+                                               shape=(dims[0], dims[1]))
+                    m.eliminate_zeros()
+                    return m
+                return scipy.sparse.csr_array((vals, (keys[0], keys[1])),
+                                              shape=(dims[0], dims[1]))
+    value = D.decode(bufs, stored)
+    if stored != t:  # the dense outer layer read as the dictionary it stands for
+        return {k: x for k, x in enumerate(value.items) if not is_zero(x)}
+    return value

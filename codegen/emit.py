@@ -95,7 +95,7 @@ CPP_KEYWORDS = frozenset((
     "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid",
     "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t",
     "while", "xor", "xor_eq", "std", "sdql", "sdql_ops", "result", "data", "st", "out",
-    "next", "main", "NULL",
+    "next", "main", "NULL", "size",
 ))
 
 
@@ -124,8 +124,8 @@ class Kernel:
 
     name: str
     source: str
-    inputs: tuple[tuple[str, Type], ...]
-    result: Type
+    inputs: tuple[tuple[str, Type], ...]  # ending with DEST_SIZE for a dense destination
+    result: Type  # as the buffers come back: a dense destination's layer is dense
     spans: list[Span | None] = field(default_factory=list)
     ops: frozenset[str] = frozenset()  # the unary operations it calls
 
@@ -134,14 +134,29 @@ class Kernel:
         return f"sdql_{self.name}"
 
 
-def emit_kernel(name: str, low: Lowered, comment: str = "") -> Kernel:
-    """The kernel ``name`` and its entry point for the lowered program ``low``."""
+#: the last input of a kernel with a dense destination: the size of its outer layer
+DEST_SIZE = "%size"
+
+
+def emit_kernel(name: str, low: Lowered, comment: str = "", *, dense_result: bool = False
+                ) -> Kernel:
+    """The kernel ``name`` and its entry point for the lowered program ``low``.  With
+    ``dense_result`` (a dictionary result whose keys lie in 0 .. n-1), the destination's
+    outer layer is an array of n positions, n given by the caller."""
     em = _Emitter(Names(), {x: t for x, t in low.inputs} | {RESULT: low.type}, [], set())
+    result, inputs = low.type, low.inputs
+    dest = cpp_type(result)
+    if dense_result:
+        assert isinstance(result, DictT) and not result.dense, "a dictionary result"
+        dest = f"sdql::vec<{cpp_type(result.val)}>"
+        result, inputs = DictT(result.val, dense=True), (*inputs, (DEST_SIZE, INT))
     params = [f"{_param_type(t)} {em.names(x)}" for x, t in low.inputs]
-    params.append(f"{cpp_type(low.type)}& result")
+    params.append(f"{dest}& result")
     body = em.block(low.body, 1)
     decode = "".join(f"    const auto {em.names(x)} = sdql::decode<{cpp_type(t)}>(data, next);\n"
                      for x, t in low.inputs)
+    if dense_result:
+        decode += "    const auto size = sdql::decode<sdql::i64>(data, next);\n"
     args = ", ".join([*(em.names(x) for x, _ in low.inputs), "result"])
     text = "".join(f"// {line}\n" for line in comment.splitlines())
     text += (f"static void {name}({', '.join(params)}) {{\n{body}}}\n\n"
@@ -149,11 +164,11 @@ def emit_kernel(name: str, low: Lowered, comment: str = "") -> Kernel:
              f"sdql::output** out) {{\n"
              f"  return sdql::run(st, out, [&] {{\n"
              f"    sdql::i64 next = 0;\n{decode}"
-             f"    {cpp_type(low.type)} result{{}};\n"
+             f"    {dest} result{{{'size' if dense_result else ''}}};\n"
              f"    {name}({args});\n"
              f"    return sdql::encode(result);\n"
              f"  }});\n}}\n")
-    return Kernel(name, text, low.inputs, low.type, em.spans, frozenset(em.ops))
+    return Kernel(name, text, inputs, result, em.spans, frozenset(em.ops))
 
 
 def translation_unit(kernels: Sequence[Kernel]) -> str:

@@ -21,7 +21,7 @@ from codegen.emit import Kernel
 from sdqlite.errors import CodegenError, EvalError
 from sdqlite.ops import UNARY_OPS
 
-DOMAIN, RANGE, REAL_OVERFLOW, INT_OVERFLOW, NO_MEMORY = 1, 2, 3, 4, 5
+DOMAIN, RANGE, REAL_OVERFLOW, INT_OVERFLOW, NO_MEMORY, OUTSIDE = 1, 2, 3, 4, 5, 7
 
 
 class Status(ctypes.Structure):
@@ -89,6 +89,10 @@ class Native:
                              "backend's int (the interpreter's integers are unbounded)")
         if st.code == NO_MEMORY:
             return EvalError("out of memory while running the compiled code")
+        if st.code == OUTSIDE:
+            return CodegenError(f"the compiled code wrote key {int(st.value)} outside the "
+                                "result's size: the sizes analysis (sdqlite/sizes.py) was "
+                                "wrong here; please report it")
         return CodegenError(f"the compiled code failed: {st.message.decode(errors='replace')}")
 
 

@@ -8,6 +8,8 @@
 //   {dense_int -> D}  sdql::arr<D>   positions start .. start+n-1, zeros kept; a view over
 //                                    caller memory or a shared buffer (copy on write)
 //   int, real, bool   sdql::i64, double, bool
+//   a destination     sdql::vec<D>   the outer layer of a result whose keys are known to lie
+//                                    in 0 .. n-1 (sdqlite/sizes.py), n given by the caller
 //
 // `+` and `*` (the tensor product) are add/mul, with in-place forms for destinations
 // (add_into, mul_add_into).  Integer arithmetic is checked (64 bits; the interpreter's
@@ -36,7 +38,7 @@ using i64 = std::int64_t;
 // ---- failures ---------------------------------------------------------------------------
 
 enum code : i64 { OK = 0, DOMAIN = 1, RANGE = 2, REAL_OVERFLOW = 3, INT_OVERFLOW = 4,
-                  NO_MEMORY = 5, OTHER = 6 };
+                  NO_MEMORY = 5, OTHER = 6, OUTSIDE = 7 };
 
 struct failure {
   i64 code, op, span;  // op: index in the unary-operation table; span: index in the span table
@@ -97,6 +99,16 @@ template <class V> arr<V> owned(std::vector<V>&& items, i64 start) {
   return a;
 }
 
+// A destination layer stored densely: keys 0 .. n-1, a zero for each missing one.
+template <class V> struct vec {
+  std::vector<V> items;
+  explicit vec(i64 n = 0) : items(std::size_t(n)) {}
+  V& operator[](i64 k) {  // the sizes analysis puts every key inside; checked all the same
+    if (k < 0 || k >= i64(items.size())) fail(OUTSIDE, -1, double(k));
+    return items[std::size_t(k)];
+  }
+};
+
 template <class T> struct is_dict : std::false_type {};
 template <class V> struct is_dict<dict<V>> : std::true_type {};
 template <class T> struct is_arr : std::false_type {};
@@ -139,6 +151,11 @@ template <class T> void prune(T& x) {
       for (auto& kv : x) prune(kv.second);
     boost::unordered::erase_if(x, [](const auto& kv) { return is_zero(kv.second); });
   }
+}
+
+template <class V> void prune(vec<V>& x) {  // a dense destination keeps its positions
+  if constexpr (is_dict<V>::value)
+    for (auto& v : x.items) prune(v);
 }
 
 // ---- construction and lookup -------------------------------------------------------------
@@ -223,6 +240,10 @@ template <class V> void add_into(arr<V>& a, const arr<V>& b) {
   }
   V* m = a.mut();
   for (i64 i = 0; i < b.n; i++) add_into(m[b.start - lo + i], b.p[i]);
+}
+
+template <class V> void add_into(vec<V>& a, const dict<V>& b) {
+  for (const auto& [k, v] : b) add_into(a[k], v);
 }
 
 inline double add(double a, double b) { return a + b; }
@@ -314,6 +335,7 @@ struct layer {
 template <class T> struct depth : std::integral_constant<int, 0> {};
 template <class V> struct depth<dict<V>> : std::integral_constant<int, 1 + depth<V>::value> {};
 template <class V> struct depth<arr<V>> : std::integral_constant<int, 1 + depth<V>::value> {};
+template <class V> struct depth<vec<V>> : std::integral_constant<int, 1 + depth<V>::value> {};
 
 template <class T> struct leaf { using type = T; };
 template <class V> struct leaf<dict<V>> : leaf<V> {};
@@ -373,6 +395,15 @@ struct output {
   std::vector<double> reals;
   std::vector<i64> ints;
 };
+
+template <class T> void encode_at(const T& x, output& o, int level);
+
+template <class V> void encode_at(const vec<V>& x, output& o, int level) {  // a dense layer
+  auto& P = o.index[std::size_t(2 * level)];
+  o.index[std::size_t(2 * level + 1)].push_back(0);
+  P.push_back(P.back() + i64(x.items.size()));
+  for (const auto& v : x.items) encode_at(v, o, level + 1);
+}
 
 template <class T> void encode_at(const T& x, output& o, int level) {
   if constexpr (std::is_same_v<T, double>) {

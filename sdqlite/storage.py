@@ -67,9 +67,25 @@ class Format:
 
 
 def _order(keys: list[Any], vals: Any, by: list[int]) -> tuple[list[Any], Any]:
-    """The entries sorted by the layers ``by`` (first is most significant)."""
-    perm = np.lexsort([keys[b] for b in reversed(by)]) if len(vals) else np.zeros(0, int)
+    """The entries sorted by the layers ``by`` (first is most significant); data in that
+    order already (scipy's canonical CSR, our values) are checked, not sorted."""
+    if _sorted([keys[b] for b in by]):
+        return keys, vals
+    perm = np.lexsort([keys[b] for b in reversed(by)])
     return [k[perm] for k in keys], vals[perm]
+
+
+def _sorted(keys: list[Any]) -> bool:
+    """Are the key tuples in lexicographic order?"""
+    if not keys or len(keys[0]) < 2:
+        return True
+    undecided = np.ones(len(keys[0]) - 1, dtype=bool)  # equal so far
+    for k in keys:
+        step = np.diff(k)
+        if (undecided & (step < 0)).any():
+            return False
+        undecided &= step == 0
+    return True
 
 
 def _compressed(outer: Any, size: int) -> Any:

@@ -106,7 +106,7 @@ def test_errors_of_data_and_formats_are_clean() -> None:
         f(A=_matrix(), x=np.array([np.nan] * 9), beta=1.0)
     with pytest.raises(DataError, match="9 positions|has key"):
         f(A=_matrix(), x=np.ones(4), beta=1.0)  # x fixes n = 4, A has columns up to 8
-    with pytest.raises(DataError, match="sparse matrix is a"):
+    with pytest.raises(DataError, match="2-d sparse array is a"):
         sdqlite.compile("V : {int -> real}\nV")(V=sp.csr_matrix(np.eye(2)))
     with pytest.raises(SDQLTypeError, match="expected"):
         sdqlite.compile("x : real\nx + {0 -> 1.0}")  # checked at compile time

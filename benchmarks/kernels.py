@@ -1,0 +1,232 @@
+"""The compiled gradients of §7's kernels against the numpy/scipy formula, side by side.
+
+For each kernel (BATAX, SMMM, SMVM: matrix kernels; VVA, VVD, VSM: vector kernels), the
+gradient w.r.t. its dense variable as §7 defines it, compiled four ways:
+
+  dict         every input as it is, hash maps for sparse data, and a hash-map result
+               (the paper's "∇SD (dict)")
+  arr          sparse inputs in their storage format (CSR matrices, COO vectors), and the
+               result's outer layer an array where its size is known ("∇SD (arr)")
+  arr-no-norm  arr without multiplication normalization    (Fig. fig:batax:opt)
+  arr-no-dps   arr without destination-passing style         (Fig. fig:batax:opt)
+
+and the hand-written numpy/scipy formula for the same gradient.  Each system's result
+is checked against the formula first; then a call is timed (the median of ``--repeat``
+warm calls: conversion of inputs and outputs included), and printed as a ratio to the
+formula timed in the same run.  Compilation (the pipeline, then g++) is reported apart.
+Cases whose work would exceed ``--max-work`` are skipped, with the reason.
+
+Run: ``make bench`` (``python -m benchmarks.kernels``; ``--quick`` for a short sweep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+import sdqlite
+from codegen.api import Compiled
+
+Data = dict[str, Any]
+
+MAT = "{int[m] -> {int[n] -> real}}"
+SVEC, DVEC = "{int[n] -> real}", "{dense_int[n] -> real}"
+P = 16  # the columns of SMMM's dense factor B (n x P)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    source: str
+    wrt: str
+    sparse: str  # the input stored in a format: CSR for a matrix, COO for a vector
+    data: Callable[[int, float, np.random.Generator], Data]
+    formula: Callable[[Data], Any]  # the gradient by numpy/scipy
+    work: Callable[[int, float], float]  # about how many entries the gradient touches
+
+
+def _matrix(n: int, d: float, rng: np.random.Generator) -> Any:
+    return sp.random(n, n, density=d, format="csr", random_state=rng,
+                     data_rvs=lambda k: rng.uniform(-2, 2, k))
+
+
+def _vector(n: int, d: float, rng: np.random.Generator) -> Any:
+    nnz = max(0, round(n * d))
+    keys = np.sort(rng.choice(n, size=nnz, replace=False))
+    return sp.coo_array((rng.uniform(-2, 2, nnz), (keys,)), shape=(n,))
+
+
+KERNELS: dict[str, KernelSpec] = {
+    # f(j) = sum_{i,k} beta A(i,j) A(i,k) X(k):  df/dX = beta A^T A
+    "BATAX": KernelSpec(
+        f"A : {MAT}\nbeta : real\nX : {DVEC}\n"
+        "sum(<i, r> in A) sum(<j, v1> in r) sum(<k, v2> in r) { j -> ((beta * v1) * v2) * X(k) }",
+        "X", "A",
+        lambda n, d, rng: {"A": _matrix(n, d, rng), "beta": 0.9, "X": rng.uniform(-1, 1, n)},
+        lambda x: x["beta"] * (x["A"].T @ x["A"]),
+        lambda n, d: n * (d * n) ** 2 + d * n * n),
+    # f = sum_{i,k,j} A(i,k) B(k,j):  df/dB(k,j) = sum_i A(i,k), B a dense n x P matrix
+    "SMMM": KernelSpec(
+        f"A : {MAT}\nB : {{dense_int[n] -> {{dense_int[p] -> real}}}}\n"
+        "sum(<i, r> in A) sum(<k, a> in r) sum(<j, b> in B(k)) a * b",
+        "B", "A",
+        lambda n, d, rng: {"A": _matrix(n, d, rng), "B": rng.uniform(-1, 1, (n, P))},
+        lambda x: sp.csr_array(np.repeat(np.asarray(x["A"].sum(axis=0)).reshape(-1, 1), P,
+                                         axis=1)),
+        lambda n, d: d * n * n * P + n * P),
+    # f = sum_{i,j} A(i,j) X(j):  df/dX = the column sums of A
+    "SMVM": KernelSpec(
+        f"A : {MAT}\nX : {DVEC}\nsum(<i, r> in A) sum(<j, a> in r) a * X(j)",
+        "X", "A",
+        lambda n, d, rng: {"A": _matrix(n, d, rng), "X": rng.uniform(-1, 1, n)},
+        lambda x: np.asarray(x["A"].sum(axis=0)).ravel(),
+        lambda n, d: d * n * n + n),
+    # f(i) = V1(i) + V2(i):  df/dV1 = the identity
+    "VVA": KernelSpec(
+        f"V1 : {DVEC}\nV2 : {SVEC}\nsum(<i, a> in V1) {{ i -> a }} + V2",
+        "V1", "V2",
+        lambda n, d, rng: {"V1": rng.uniform(-1, 1, n), "V2": _vector(n, d, rng)},
+        lambda x: sp.identity(len(x["V1"]), format="csr"),
+        lambda n, d: n),
+    # f = sum_i V1(i) V2(i):  df/dV1 = V2
+    "VVD": KernelSpec(
+        f"V1 : {DVEC}\nV2 : {SVEC}\nsum(<i, a> in V2) V1(i) * a",
+        "V1", "V2",
+        lambda n, d, rng: {"V1": rng.uniform(-1, 1, n), "V2": _vector(n, d, rng)},
+        lambda x: x["V2"].toarray(),
+        lambda n, d: n),
+    # f(i) = V(i) s s:  df/ds = 2 s V
+    "VSM": KernelSpec(
+        f"s : real\nV : {SVEC}\nsum(<i, a> in V) {{ i -> a * s * s }}",
+        "s", "V",
+        lambda n, d, rng: {"s": 1.5, "V": _vector(n, d, rng)},
+        lambda x: (2 * x["s"] * x["V"]).toarray(),
+        lambda n, d: n),
+}
+
+SYSTEMS = ("dict", "arr", "arr-no-norm", "arr-no-dps")
+
+
+def compiled(k: KernelSpec, system: str) -> Compiled:
+    fmt = "dict" if system == "dict" else ("csr" if k.sparse == "A" else "coo")
+    return sdqlite.compile(k.source, wrt=k.wrt, formats={k.sparse: fmt},
+                           normalize=system != "arr-no-norm", dps=system != "arr-no-dps",
+                           name=f"{system.replace('-', '_')}",
+                           destination="dict" if system == "dict" else "dense")
+
+
+def agree(got: Any, want: Any) -> bool:
+    diff = got - want
+    scale = max(1.0, float(abs(want).max())) if np.prod(np.shape(want)) else 1.0
+    return bool(np.prod(np.shape(want)) == 0 or abs(diff).max() <= 1e-9 * scale)
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> float:
+    fn()  # warm
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="n = 10^3, 10^4 only")
+    ap.add_argument("--kernels", nargs="*", default=list(KERNELS), choices=list(KERNELS))
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--max-work", type=float, default=3e7,
+                    help="skip cases touching more entries than this (default %(default)g)")
+    ap.add_argument("--cop20k", action="store_true", default=None,
+                    help="also BATAX at the size of cop20k_A (default: on unless --quick)")
+    args = ap.parse_args(argv)
+    sizes = [10**3, 10**4] if args.quick else [10**3, 10**4, 10**5]
+    densities = [1e-4, 1e-3, 1e-2, 1e-1]
+    rng = np.random.default_rng(7)
+    print(f"machine: {machine()}; {time.strftime('%Y-%m-%d')}; times are medians of "
+          f"{args.repeat} calls, conversions included; ratios are to the numpy/scipy formula")
+    for name in args.kernels:
+        k = KERNELS[name]
+        start = time.perf_counter()
+        systems = {s: compiled(k, s) for s in SYSTEMS}
+        print(f"\n{name}: d/d{k.wrt}   (compile: pipeline + g++ -O3 per system, below)")
+        header = (f"{'n':>7} {'density':>8} {'nnz':>9} {'scipy s':>10}  "
+                  + "  ".join(f"{s:>11}" for s in SYSTEMS))
+        print(header)
+        built = False
+        for n in sizes:
+            for d in densities:
+                if k.work(n, d) > args.max_work:
+                    print(f"{n:>7} {d:>8g} {'':>9} skipped: about {k.work(n, d):.1e} entries "
+                          f"touched > --max-work {args.max_work:g}")
+                    continue
+                data = k.data(n, d, rng)
+                nnz = data[k.sparse].nnz
+                want = k.formula(data)
+                base = timed(lambda: k.formula(data), args.repeat)  # noqa: B023
+                cells = []
+                for f in systems.values():
+                    got = f(**data)
+                    if not agree(got, want):
+                        cells.append(f"{'WRONG':>11}")
+                        continue
+                    t = timed(lambda: f(**data), args.repeat)  # noqa: B023
+                    cells.append(f"{t / base:>10.2f}x")
+                if not built:
+                    built = True
+                    compile_s = time.perf_counter() - start
+                print(f"{n:>7} {d:>8g} {nnz:>9} {base:>10.2e}  " + "  ".join(cells))
+        if built:
+            per = {s: sum(spec.build_seconds for spec in f.cache.values())
+                   for s, f in systems.items()}
+            print("compile s: " + "  ".join(f"{s} {per[s]:.2f} (g++)" for s in SYSTEMS)
+                  + f"; first call of all four, pipeline included: {compile_s:.1f}")
+    if args.cop20k if args.cop20k is not None else not args.quick:
+        cop20k(args.repeat)
+    return 0
+
+
+def cop20k(repeat: int) -> None:
+    """BATAX's beta A^T A at the size of SuiteSparse's cop20k_A (121,192 x 121,192 with
+    1,362,087 entries): a synthetic matrix with those dimensions and entry count."""
+    n, nnz = 121_192, 1_362_087
+    rng = np.random.default_rng(20)
+    a = sp.random(n, n, density=nnz / n / n, format="csr", random_state=rng)
+    data = {"A": a, "beta": 0.9, "X": rng.uniform(-1, 1, n)}
+    k = KERNELS["BATAX"]
+    print(f"\nBATAX at cop20k_A's size (synthetic: {n} x {n}, {a.nnz} entries)")
+    want = k.formula(data)
+    base = timed(lambda: k.formula(data), repeat)
+    for system in ("arr", "dict"):
+        f = compiled(k, system)
+        got = f(**data)
+        ok = agree(got, want)
+        t = timed(lambda: f(**data), repeat)  # noqa: B023
+        print(f"  {system:5} {t:8.3f} s   scipy {base:8.3f} s   ratio {t / base:5.2f}x   "
+              f"result {got.shape[0]} x {got.shape[1]}, {got.nnz} entries, "
+              f"{'agrees' if ok else 'WRONG'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
