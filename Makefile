@@ -47,6 +47,7 @@ sanitize: setup
 
 bench: setup
 	$(BIN)/python -m benchmarks.optimizer
+	$(BIN)/python -m benchmarks.kernels
 
 properties: setup
 	HYPOTHESIS_PROFILE=$(PROFILE) $(BIN)/pytest properties

@@ -13,7 +13,9 @@ gradient w.r.t. its dense variable as §7 defines it, compiled four ways:
 and the hand-written numpy/scipy formula for the same gradient.  Each system's result
 is checked against the formula first; then a call is timed (the median of ``--repeat``
 warm calls: conversion of inputs and outputs included), and printed as a ratio to the
-formula timed in the same run.  Compilation (the pipeline, then g++) is reported apart.
+formula timed in the same run.  The column "arr C++" is the arr kernel alone (its
+buffers prepared beforehand): the rest of a call is the Python front door's work.
+Compilation (the pipeline, then g++) is reported apart.
 Cases whose work would exceed ``--max-work`` are skipped, with the reason.
 
 Run: ``make bench`` (``python -m benchmarks.kernels``; ``--quick`` for a short sweep).
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         systems = {s: compiled(k, s) for s in SYSTEMS}
         print(f"\n{name}: d/d{k.wrt}   (compile: pipeline + g++ -O3 per system, below)")
         header = (f"{'n':>7} {'density':>8} {'nnz':>9} {'scipy s':>10}  "
-                  + "  ".join(f"{s:>11}" for s in SYSTEMS))
+                  + "  ".join(f"{s:>11}" for s in SYSTEMS) + f"  {'arr C++':>11}")
         print(header)
         built = False
         for n in sizes:
@@ -193,18 +195,34 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     t = timed(lambda: f(**data), args.repeat)  # noqa: B023
                     cells.append(f"{t / base:>10.2f}x")
+                cells.append(f"{kernel_only(systems['arr'], data, args.repeat) / base:>10.2f}x")
                 if not built:
                     built = True
                     compile_s = time.perf_counter() - start
                 print(f"{n:>7} {d:>8g} {nnz:>9} {base:>10.2e}  " + "  ".join(cells))
         if built:
-            per = {s: sum(spec.build_seconds for spec in f.cache.values())
-                   for s, f in systems.items()}
-            print("compile s: " + "  ".join(f"{s} {per[s]:.2f} (g++)" for s in SYSTEMS)
-                  + f"; first call of all four, pipeline included: {compile_s:.1f}")
+            print("g++ -O3 s: " + "  ".join(f"{s} {_build(f)}" for s, f in systems.items())
+                  + f"; the first calls of all four, pipeline included: {compile_s:.1f} s")
     if args.cop20k if args.cop20k is not None else not args.quick:
         cop20k(args.repeat)
     return 0
+
+
+def kernel_only(f: Compiled, data: Data, repeat: int) -> float:
+    """The compiled kernel's time alone, its input buffers made beforehand."""
+    args = f.read(data)
+    spec = f.specialize(args)
+    buffers, _ = f.buffers(spec, args)
+    native = spec.native
+    assert native is not None
+    return timed(lambda: native(buffers), repeat)
+
+
+def _build(f: Compiled) -> str:
+    specs = list(f.cache.values())
+    if any(s.native is not None and s.native.built.cached for s in specs):
+        return "cached"
+    return f"{sum(s.build_seconds for s in specs):.2f}"
 
 
 def cop20k(repeat: int) -> None:
@@ -212,7 +230,7 @@ def cop20k(repeat: int) -> None:
     1,362,087 entries): a synthetic matrix with those dimensions and entry count."""
     n, nnz = 121_192, 1_362_087
     rng = np.random.default_rng(20)
-    a = sp.random(n, n, density=nnz / n / n, format="csr", random_state=rng)
+    a: Any = sp.random(n, n, density=nnz / n / n, format="csr", random_state=rng)
     data = {"A": a, "beta": 0.9, "X": rng.uniform(-1, 1, n)}
     k = KERNELS["BATAX"]
     print(f"\nBATAX at cop20k_A's size (synthetic: {n} x {n}, {a.nnz} entries)")

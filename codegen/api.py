@@ -209,6 +209,14 @@ class Compiled:
             ) -> Any:
         """Check the data against declared sizes, move them in, run, convert the result."""
         assert spec.native is not None
+        buffers, bounds = self.buffers(spec, args)
+        out = spec.native(buffers)
+        return _result(out, spec.kernel.result, spec.result, spec.sizes, bounds,
+                       output or self.output)
+
+    def buffers(self, spec: Specialized, args: Mapping[str, Arg]
+                ) -> tuple[list[D.Buffers], dict[str, int]]:
+        """The kernel's input buffers (sizes checked first), and every size name's bound."""
         bounds = self.check_sizes(args)
         flat: dict[str, D.Buffers] = {}
         for x, params in spec.flat.items():
@@ -217,10 +225,8 @@ class Compiled:
                      for p, name in params.items()}
         if spec.kernel.inputs and spec.kernel.inputs[-1][0] == DEST_SIZE:
             flat[DEST_SIZE] = D.scalar(bounds[str(spec.sizes[0])], INT)
-        buffers = [flat[x] if x in flat else _as_is(args[x], t) for x, t in spec.kernel.inputs]
-        out = spec.native(buffers)
-        return _result(out, spec.kernel.result, spec.result, spec.sizes, bounds,
-                       output or self.output)
+        return [flat[x] if x in flat else _as_is(args[x], t)
+                for x, t in spec.kernel.inputs], bounds
 
     def check_sizes(self, args: Mapping[str, Arg]) -> dict[str, int]:
         """Declared sizes checked against the data; every size name's bound."""

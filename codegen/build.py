@@ -72,6 +72,7 @@ class Built:
     library: ctypes.CDLL
     path: Path  # the shared object
     source: Path  # the C++ file it was built from
+    cached: bool  # found in the cache rather than compiled now
 
 
 def build(source: str) -> Built:
@@ -86,13 +87,14 @@ def build(source: str) -> Built:
     except OSError as err:
         raise CodegenError(f"cannot create the cache directory {root}: {err}") from None
     cpp, so = root / f"{key}.cpp", root / f"{key}.so"
-    if not so.exists():
+    cached = so.exists()
+    if not cached:
         with open(root / f"{key}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time; others then find it
             if not so.exists():
                 _compile(cxx, opts, source, cpp, so)
     try:
-        return Built(ctypes.CDLL(str(so)), so, cpp)
+        return Built(ctypes.CDLL(str(so)), so, cpp, cached)
     except OSError as err:
         raise CodegenError(f"cannot load {so}: {err}") from None
 
