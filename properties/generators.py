@@ -449,19 +449,23 @@ SIZED_CTX: Ctx = {"x": DictT(REAL, dense=True, extent="n"), "V1": DictT(REAL, ex
 
 
 @st.composite
-def sized_environments(draw: Draw) -> dict[str, Value]:
-    """ρ obeying SIZED_CTX's sizes (x may hold zeros: every position is stored)."""
-    n, m = draw(st.integers(0, 4)), draw(st.integers(0, 3))
+def sized_environments(draw: Draw, nonempty: bool = False) -> dict[str, Value]:
+    """ρ obeying SIZED_CTX's sizes (x may hold zeros: every position is stored); with
+    ``nonempty``, n ≥ 2, m from 1 to 6 (often above n), every sparse vector an entry."""
+    n = draw(st.integers(2 if nonempty else 0, 4))
+    m = draw(st.integers(1, 6) if nonempty else st.integers(0, 3))
     q = values(REAL, exact=True)
 
     def vector() -> dict[int, Value]:
-        keys = draw(st.sets(st.integers(0, n - 1), max_size=n)) if n else set()
+        keys = draw(st.sets(st.integers(0, n - 1), min_size=int(nonempty), max_size=n)) \
+            if n else set()
         return {k: draw(q) for k in sorted(keys)}
 
     def dense_vector() -> Value:
         return dense([draw(values(REAL, exact=True, nonzero=False)) for _ in range(n)])
 
-    rows = draw(st.sets(st.integers(0, m - 1), max_size=m)) if m else set()
+    rows = draw(st.sets(st.integers(0, m - 1), min_size=int(nonempty), max_size=m)) \
+        if m else set()
     env: dict[str, Value] = {
         "x": dense_vector(), "V1": vector(), "M": {i: r for i in sorted(rows) if (r := vector())},
         "s'": draw(q), "X2": dense([dense_vector() for _ in range(m)])}

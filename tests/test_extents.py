@@ -100,3 +100,17 @@ def test_the_gradient_wrt_a_dense_matrix_of_a_linear_function_stops_reading_it()
     lookups = next(s for s in stages if s.name == "iterated-key lookups")
     assert lookups.report["rules fired"] == {"iterated-key-lookup (declared-extent)": 2}
     assert alpha_normal(stages[-1].program) == alpha_normal(parse_expr("A"))
+
+
+def test_result_sizes_follow_keys_not_shadowed_names() -> None:
+    """A sum's value binder hides an outer sum's key of the same name: a singleton keyed
+    by it has no size (N's values are any ints), while one keyed by the key has n."""
+    from sdqlite.sizes import result_sizes
+    from sdqlite.types import INT
+
+    ctx = {"V1": DictT(REAL, extent="n"), "N": DictT(INT)}
+    shadowed = parse_program("sum(<k, v> in V1) sum(<j, k> in N) {k -> v}").expr
+    direct = parse_program("sum(<k, v> in V1) sum(<j, w> in N) {k -> v}").expr
+    assert shadowed is not None and direct is not None
+    assert result_sizes(typecheck(shadowed, ctx)[0], ctx) == [None]
+    assert result_sizes(typecheck(direct, ctx)[0], ctx) == ["n"]
