@@ -468,7 +468,9 @@ def _result(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
                 return arr
         elif scalar_of(t) == REAL and len(layers) <= 2 and None not in shape:
             dims = [int(n) for n in shape if n is not None]
-            if stored != t and len(layers) == 1:  # an array of the right size already
+            whole = stored != t and bufs[1].tolist() == [0] and len(bufs[-1] if len(
+                layers) == 1 else bufs[2]) == dims[0] + (len(layers) - 1)
+            if whole and len(layers) == 1:  # an array of the right size already
                 return bufs[-1]
             keys, vals = D.to_coo(bufs, stored)
             if all(len(k) == 0 or (k.min() >= 0 and k.max() < n)
@@ -477,7 +479,7 @@ def _result(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
                     out = np.zeros(dims[0])
                     out[keys[0]] = vals
                     return out
-                if stored != t:  # rows in order: the buffers are CSR's arrays
+                if whole:  # rows 0 .. n-1 in order: the buffers are CSR's arrays
                     m = scipy.sparse.csr_array((bufs[-1], bufs[3], bufs[2]),
                                                shape=(dims[0], dims[1]))
                     m.eliminate_zeros()
@@ -486,5 +488,5 @@ def _result(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
                                               shape=(dims[0], dims[1]))
     value = D.decode(bufs, stored)
     if stored != t:  # the dense outer layer read as the dictionary it stands for
-        return {k: x for k, x in enumerate(value.items) if not is_zero(x)}
+        return {k: x for k, x in enumerate(value.items, value.start) if not is_zero(x)}
     return value

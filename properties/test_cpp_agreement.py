@@ -13,7 +13,10 @@ its type admits (``sdqlite.storage``: dict, dense, COO, CSR, CSC, column-major, 
    pipeline of Fig. fig:arch with the formats (saturation, storage composition,
    normalization), the compiled result is the interpreter's value of the pipeline's
    program on the flat arrays (``test_pipeline.py`` shows that program keeps the
-   gradient).
+   gradient);
+3. for programs over inputs with declared sizes, on data obeying them, compiled with a
+   dense destination where the result's outer layer has a named size
+   (``test_sizes.py``), the result read back as ``codegen/api.py`` reads it is ⟦e⟧(ρ).
 
 Reals compare to 1e-9 (the C++ sums a hash map's entries in another order); dense
 arrays stored inside dictionaries compare pointwise
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,25 +40,32 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from codegen import data as D
+from codegen.api import _result
 from codegen.build import build
 from codegen.dps import lower
-from codegen.emit import Kernel, emit_kernel, translation_unit
+from codegen.emit import DEST_SIZE, Kernel, emit_kernel, translation_unit
 from codegen.native import Native
 from properties.generators import (
     LOGICAL,
+    SIZED_CTX,
     Generated,
     coo,
     environments,
     flat_values,
     programs,
+    sized_environments,
+    sized_programs,
 )
+from properties.test_sizes import sized_tensors
 from sdqlite.ast import Expr
 from sdqlite.errors import EvalError
 from sdqlite.fad import is_discrete
 from sdqlite.pipeline import Limits, pipeline
+from sdqlite.sizes import NO_KEYS, Size, result_sizes
 from sdqlite.storage import Format, compose, formats_for, layout, resolve
 from sdqlite.typecheck import typecheck
-from sdqlite.types import DictT, Type
+from sdqlite.types import INT, DictT, Type
+from semantics.extents import check_extents, facts, size_bounds
 from semantics.interp import evaluate
 from semantics.values import Value, inner_extents_forgotten, values_equal
 
@@ -84,6 +94,7 @@ class Case:
     formats: dict[str, str]
     dps: bool
     wrt: str | None  # differentiate and run the pipeline
+    sized: bool = False  # declared sizes: a dense destination where the size is named
 
 
 LIMITS = Limits(iter_limit=3, node_limit=2000, time_limit=20.0)
@@ -92,6 +103,13 @@ LIMITS = Limits(iter_limit=3, node_limit=2000, time_limit=20.0)
 @st.composite
 def cases(draw: st.DrawFn) -> Case:
     wrt: str | None = None
+    if draw(st.integers(0, 4)) == 0:  # over inputs with declared sizes
+        e, _ = draw(st.one_of(sized_programs(), st.sampled_from([1, 2]).flatmap(
+            lambda o: sized_tensors(o).map(lambda t: (t, "x")))))
+        env = draw(st.one_of(sized_environments(), sized_environments(nonempty=True)))
+        g = Generated(dict(SIZED_CTX), e, typecheck(e, SIZED_CTX)[1])
+        formats = {x: draw(st.sampled_from(formats_for(t))) for x, t in SIZED_CTX.items()}
+        return Case(g, env, formats, draw(st.booleans()), None, sized=True)
     if draw(st.integers(0, 3)) == 0:  # a differentiated, optimized program
         g = draw(programs(lang=LOGICAL))
         reals = sorted(x for x, t in g.ctx.items() if not is_discrete(t))
@@ -112,6 +130,12 @@ class Prepared:
     env: dict[str, Value]  # the interpreter's values of the kernel's inputs
     want: Expr  # the program whose value the compiled one must have, in ``want_ctx``
     want_env: dict[str, Value]
+    sizes: list[Size] = field(default_factory=list)  # of the result, with a dense destination
+    bounds: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def dense(self) -> bool:
+        return bool(self.sizes) and self.sizes[0] not in (None, NO_KEYS)
 
 
 def prepare(c: Case) -> Prepared:
@@ -136,6 +160,14 @@ def prepare(c: Case) -> Prepared:
         env |= {params[p]: arrays[p] for p in params}
     if c.wrt is not None:
         return Prepared(program, pctx, env, program, env)
+    if c.sized:
+        fixed = check_extents({x: (t, c.env[x], None) for x, t in ctx.items()})
+        bounds = size_bounds((f for x, t in ctx.items() for f in facts(t, c.env[x], x)),
+                             fixed)
+        sizes = result_sizes(elab, ctx)
+        event("a dense destination" if sizes and sizes[0] not in (None, NO_KEYS) else
+              "sized, no dense destination")
+        return Prepared(program, pctx, env, elab, c.env, sizes, bounds)
     return Prepared(program, pctx, env, elab, c.env)
 
 
@@ -159,11 +191,13 @@ def check_batch(batch: list[Case]) -> None:
     kernels: list[Kernel] = []
     for i, (c, p) in enumerate(zip(batch, prepared, strict=True)):
         _, t = typecheck(p.program, p.ctx)
-        kernels.append(emit_kernel(f"k{i}", lower(p.program, p.ctx, t, dps=c.dps)))
+        kernels.append(emit_kernel(f"k{i}", lower(p.program, p.ctx, t, dps=c.dps),
+                                   dense_result=p.dense))
     built = build(translation_unit(kernels))
     for p, k in zip(prepared, kernels, strict=True):
         run = Native(built, k)
-        inputs = [buffers(p.env[x], t) for x, t in k.inputs]
+        inputs = [buffers(p.env[x], t) if x != DEST_SIZE else
+                  D.scalar(p.bounds[str(p.sizes[0])], INT) for x, t in k.inputs]
         try:
             want = evaluate(p.want, p.want_env)
         except EvalError as err:
@@ -171,7 +205,8 @@ def check_batch(batch: list[Case]) -> None:
                 run(inputs)
             assert got_err.value.message == err.message or "overflow" in err.message
             continue
-        got = D.decode(run(inputs), k.result)
+        t = typecheck(p.program, p.ctx)[1]
+        got = _result(run(inputs), k.result, t, p.sizes, p.bounds, "value")
         assert agree(got, want), (Path(built.source), k.name, got, want)
 
 
