@@ -165,8 +165,10 @@ def prepare(c: Case) -> Prepared:
         bounds = size_bounds((f for x, t in ctx.items() for f in facts(t, c.env[x], x)),
                              fixed)
         sizes = result_sizes(elab, ctx)
-        event("a dense destination" if sizes and sizes[0] not in (None, NO_KEYS) else
-              "sized, no dense destination")
+        t = typecheck(elab, ctx)[1]
+        dense = bool(sizes) and sizes[0] not in (None, NO_KEYS) and isinstance(t, DictT) \
+            and not t.dense
+        event("a dense destination" if dense else "sized, no dense destination")
         return Prepared(program, pctx, env, elab, c.env, sizes, bounds)
     return Prepared(program, pctx, env, elab, c.env)
 
@@ -191,8 +193,9 @@ def check_batch(batch: list[Case]) -> None:
     kernels: list[Kernel] = []
     for i, (c, p) in enumerate(zip(batch, prepared, strict=True)):
         _, t = typecheck(p.program, p.ctx)
+        dense = p.dense and isinstance(t, DictT) and not t.dense  # as codegen/api.py
         kernels.append(emit_kernel(f"k{i}", lower(p.program, p.ctx, t, dps=c.dps),
-                                   dense_result=p.dense))
+                                   dense_result=dense))
     built = build(translation_unit(kernels))
     for p, k in zip(prepared, kernels, strict=True):
         run = Native(built, k)
