@@ -12,7 +12,11 @@ These hold exactly on the logical types.  Dense arrays (Physical SDQLite) also c
 extent, which a dictionary cannot keep for an all-zero entry: ``{0 -> 1} * ([0, 0] + [1])``
 keeps two positions where the distributed form keeps one.  On types containing dense
 arrays, ``*``'s associativity and distributivity therefore hold *pointwise* — both sides
-agree at every position (``forget_extent``) — while ``+`` is exact everywhere.
+agree at every position (``forget_extent``).  So does ``+``'s associativity where arrays
+are stored inside a dictionary: ``({0 -> [0, 1]} + {0 -> [0, -1]}) + {0 -> [5]}`` drops
+the cancelled entry and keeps one position, the other grouping two
+(``semantics.values.inner_extents_forgotten``); ``+`` on arrays themselves, its
+commutativity and its zero are exact everywhere.
 
 Dense arrays keep every position (DESIGN.md), so a scalar zero does *not* absorb them:
 ``[x] * 0`` and ``0 * [x]`` are ``[0]``, an array with one position, not the empty array
@@ -26,7 +30,16 @@ from hypothesis import strategies as st
 
 from properties.generators import DENSE_INT, DENSE_REAL, SPARSE1, SPARSE2, values
 from sdqlite.types import INT, REAL, DictT, Type, otimes
-from semantics.values import FRACTION, DenseArray, add, dense, has_type, mul, zero_of
+from semantics.values import (
+    FRACTION,
+    DenseArray,
+    add,
+    dense,
+    has_type,
+    inner_extents_forgotten,
+    mul,
+    zero_of,
+)
 
 REAL_TYPES: list[Type] = [REAL, SPARSE1, SPARSE2, DENSE_REAL, DictT(DENSE_REAL)]
 INT_TYPES: list[Type] = [INT, DENSE_INT, DictT(INT)]
@@ -59,13 +72,29 @@ same_type = st.sampled_from(REAL_TYPES + INT_TYPES).flatmap(
     lambda t: st.tuples(st.just(t), _exact(t), _exact(t), _exact(t)))
 
 
+# Found while building the C++ backend (which sums in another order): an all-zero
+# array entry is dropped with its extent, so the two groupings keep 1 and 2 positions.
+@example((DictT(DENSE_REAL), {0: dense([Fraction(0), Fraction(1)])},
+          {0: dense([Fraction(0), Fraction(-1)])}, {0: dense([Fraction(5)])}))
 @given(same_type)
 def test_add_is_a_commutative_monoid(tabc: tuple[Type, object, object, object]) -> None:
     t, a, b, c = tabc
-    assert add(a, add(b, c)) == add(add(a, b), c)
+    left, right = add(a, add(b, c)), add(add(a, b), c)
+    assert inner_extents_forgotten(left) == inner_extents_forgotten(right)
+    if not _arrays_in_dicts(t):
+        assert left == right
     assert add(a, b) == add(b, a)
     assert add(a, zero_of(t, FRACTION)) == a == add(zero_of(t, FRACTION), a)
     assert has_type(add(a, b), t)
+
+
+def _arrays_in_dicts(t: Type) -> bool:
+    """Does ``t`` store dense arrays under a dictionary layer?"""
+    while isinstance(t, DictT):
+        if not t.dense and isinstance(t.val, DictT) and (t.val.dense or _arrays_in_dicts(t.val)):
+            return True
+        t = t.val
+    return False
 
 
 def _three(types: list[Type]) -> st.SearchStrategy[tuple[Type, Type, Type]]:
