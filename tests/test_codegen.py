@@ -8,6 +8,7 @@ import multiprocessing
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -37,7 +38,7 @@ def quick_builds(tmp_path_factory: pytest.TempPathFactory,
     yield
 
 
-def _matrix(seed: int = 1) -> sp.csr_matrix:
+def _matrix(seed: int = 1) -> Any:
     rng = np.random.default_rng(seed)
     return sp.random(12, 9, density=0.3, format="csr", random_state=rng,
                      data_rvs=lambda k: rng.uniform(-2, 2, k))
@@ -95,7 +96,7 @@ def test_an_integer_array_is_real_where_a_real_is_declared() -> None:
 
 
 def test_errors_of_data_and_formats_are_clean() -> None:
-    with pytest.raises(SDQLTypeError, match="format csr .* stores"):
+    with pytest.raises(SDQLTypeError, match=r"format csr .* stores"):
         sdqlite.compile("V : {int -> real}\nV", formats={"V": "csr"})(V={0: 1.0})
     with pytest.raises(DataError, match="not an input"):
         sdqlite.compile("V : {int -> real}\nV", formats={"W": "csr"})
@@ -104,7 +105,7 @@ def test_errors_of_data_and_formats_are_clean() -> None:
         f(A=_matrix(), x=np.ones(9))
     with pytest.raises(DataError, match="not finite"):
         f(A=_matrix(), x=np.array([np.nan] * 9), beta=1.0)
-    with pytest.raises(DataError, match="9 positions|has key"):
+    with pytest.raises(DataError, match=r"9 positions|has key"):
         f(A=_matrix(), x=np.ones(4), beta=1.0)  # x fixes n = 4, A has columns up to 8
     with pytest.raises(DataError, match="2-d sparse array is a"):
         sdqlite.compile("V : {int -> real}\nV")(V=sp.csr_matrix(np.eye(2)))
@@ -131,7 +132,7 @@ def test_a_compiler_failure_names_the_generated_file(monkeypatch: pytest.MonkeyP
     with pytest.raises(CodegenError, match=r"compiler failed on the generated file .*\.cpp"):
         build('#include "sdqlite_runtime.h"\nthis is not C++;\n')
     monkeypatch.setenv("CXX", "no-such-compiler")
-    with pytest.raises(CodegenError, match="apt-get install g\\+\\+ libboost1.81-dev"):
+    with pytest.raises(CodegenError, match=r"apt-get install g\+\+ libboost1\.81-dev"):
         build(translation_unit([]))
 
 
@@ -201,3 +202,20 @@ def test_repl_prints_the_generated_cpp() -> None:
     assert "static void repl(const sdql::dict<double>& V" in code
     with pytest.raises(SDQLTypeError, match="unbound variable W"):
         s.handle(":cpp W")
+
+
+def test_the_readme_compile_snippet_runs() -> None:
+    """The README's "Compiling to C++" Python snippet, run as written."""
+    readme = (HERE / "README.md").read_text()
+    section = readme.split("## Compiling to C++", 1)[1]
+    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict[str, object] = {}
+    cwd = os.getcwd()
+    try:
+        os.chdir(HERE)
+        exec(compile(snippet, "README.md", "exec"), scope)
+    finally:
+        os.chdir(cwd)
+    a: Any = scope["A"]
+    grad: Any = scope["grad"]
+    assert abs(grad - 0.9 * (a.T @ a)).max() < 1e-12
