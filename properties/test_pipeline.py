@@ -1,10 +1,12 @@
 """The pipeline of Fig. fig:arch preserves meaning and type, stage by stage.
 
-For generated Γ ⊢ e : T and a real input x: every stage of ``pipeline(e, Γ, x)`` up to
-AD has e's value, and every stage from AD on has the value of ``gradient e x``
-(T ⊗ τ_x), exactly over the rationals (to 1e-9 with unary operations); without x every
-stage has e's value.  Saturation never raises the cost of its input.  The same holds
-for inputs with declared sizes, on data that obey them.
+For generated Γ ⊢ e : T, a real input x and a storage format for each input: every stage
+of ``pipeline(e, Γ, x, formats)`` up to AD has e's value, and every stage from AD on has
+the value of ``gradient e x`` (T ⊗ τ_x) — from storage composition on, evaluated on the
+inputs laid out in their formats' flat arrays — over the rationals (to 1e-9 with unary
+operations and flat arrays of floats); without x every stage has e's value.  Saturation
+never raises the cost of its input.  The same holds for inputs with declared sizes, on
+data that obey them.
 
 Like the AD theorems, the gradient is compared at a *generic point*
 (``semantics.oracle.evaluate_generic``: every stored input entry a symbol, substituted at
@@ -24,7 +26,9 @@ from hypothesis import strategies as st
 from properties.generators import (
     SIZED_CTX,
     Generated,
+    coo,
     environments,
+    flat_values,
     sized_environments,
     sized_programs,
 )
@@ -34,6 +38,7 @@ from sdqlite.fad import is_discrete
 from sdqlite.gradient import gradient
 from sdqlite.parser import parse_expr
 from sdqlite.pipeline import Limits, pipeline
+from sdqlite.storage import formats_for, layout, resolve
 from sdqlite.typecheck import typecheck
 from semantics.interp import evaluate
 from semantics.oracle import evaluate_generic
@@ -45,20 +50,31 @@ LIMITS = Limits(iter_limit=3, node_limit=2000, time_limit=20.0)
 @given(rewrite_sites(), st.data())
 def test_every_stage_keeps_the_meaning(site: tuple[Generated, Expr], data: st.DataObject
                                        ) -> None:
+    """With a storage format drawn for each input: from storage composition on, a stage's
+    program is over the flat arrays (its ``ctx``), evaluated on ρ laid out in them."""
     g, elab = site
     reals = sorted(x for x, t in g.ctx.items() if not is_discrete(t))
     wrt = data.draw(st.sampled_from([None, *reals]))
     env = data.draw(environments(g.ctx, exact=True))
+    formats = {x: resolve(data.draw(st.sampled_from(formats_for(t))), t)
+               for x, t in g.ctx.items()}
     primal = evaluate(elab, env, FRACTION)
     target = primal
     if wrt is not None:
         grad, _ = typecheck(gradient(elab, wrt, g.ctx), g.ctx)
         target = evaluate(grad, env, FRACTION)
     differentiated = False
-    for stage in pipeline(elab, g.ctx, wrt, LIMITS):
+    for stage in pipeline(elab, g.ctx, wrt, LIMITS, formats):
         differentiated |= stage.name.startswith("AD")
+        if stage.name == "storage composition":
+            flat: dict[str, dict[str, str]] = stage.report["flat arrays"]  # type: ignore[assignment]
+            for x, params in flat.items():
+                fmt = formats[x]
+                arrays = flat_values(layout(fmt, coo(env[x], g.ctx[x]),
+                                            (None,) * len(fmt.positional)), fmt)
+                env = env | {params[p]: arrays[p] for p in params}
         want = target if differentiated else primal
-        got = evaluate(typecheck(stage.program, g.ctx)[0], env, FRACTION)
+        got = evaluate(typecheck(stage.program, stage.ctx or g.ctx)[0], env, FRACTION)
         assert values_equal(got, want, rel_tol=1e-9, abs_tol=1e-12), stage.name
         if "cost after" in stage.report:
             assert stage.report["cost after"] <= stage.report["cost before"]  # type: ignore[operator]
