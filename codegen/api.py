@@ -112,6 +112,10 @@ class Compiled:
         if unknown:
             raise DataError(f"a format for {', '.join(sorted(unknown))}, which is not an "
                             "input of the program")
+        decls = {d.name: d for d in self.program.decls}
+        for x, f in self.formats.items():  # a format that cannot store the input: now
+            if x in decls:
+                resolve(f, decls[x].type, None, f"input {x}: ")
         if free_vars(self.program.expr) <= declared_:  # check now: errors at compile time
             ctx = {d.name: d.type for d in self.program.decls}
             elab, _ = typecheck(self.program.expr, ctx)
@@ -155,10 +159,9 @@ class Compiled:
         decls = {d.name: d for d in self.program.decls}
         formats = {}
         for x, a in args.items():
-            given = self.formats.get(x)
-            name = given or (decls[x].format if x in decls else None) or _default_format(a)
-            where = f"--format {x}: " if given else f"input {x}: "
-            formats[x] = resolve(name, a.type, None, where)
+            name = self.formats.get(x) or (decls[x].format if x in decls else None) or \
+                _default_format(a)
+            formats[x] = resolve(name, a.type, None, f"input {x}: ")
         key = tuple((x, a.type, _extents(a.type), a.kind, formats[x].name)
                     for x, a in sorted(args.items()))
         if key not in self.cache:

@@ -4,12 +4,13 @@ the result with the expectation computed independently by numpy/scipy."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
 from paper_examples.catalog import EXAMPLES, Example
-from paper_examples.codegen import CPP_EXAMPLES, report_cpp
+from paper_examples.codegen import CPP_EXAMPLES, HERE, report_cpp
 from paper_examples.differentiation import AD_EXAMPLES, report
 from paper_examples.optimization import OPT_EXAMPLES, report_opt
 from sdqlite.errors import SDQLiteError, format_error
@@ -49,6 +50,15 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
+def _passes(run: Callable[[], bool], path: Path) -> bool:
+    """Run an example; an SDQLite error is reported against its source file."""
+    try:
+        return run()
+    except SDQLiteError as err:
+        print(format_error(err, path.read_text(encoding="utf-8"), str(path)), file=sys.stderr)
+        return False
+
+
 def main(names: Sequence[str] = ()) -> int:
     chosen = [e for e in EXAMPLES if not names or e.name in names]
     chosen_ad = [e for e in AD_EXAMPLES if not names or e.name in names]
@@ -61,25 +71,12 @@ def main(names: Sequence[str] = ()) -> int:
         print(f"unknown example(s): {', '.join(sorted(unknown))}; known: {', '.join(known)}",
               file=sys.stderr)
         return 2
-    failed = []
-    for ex in chosen:
-        try:
-            if not run_example(ex):
-                failed.append(ex.name)
-        except SDQLiteError as err:
-            print(format_error(err, ex.path.read_text(encoding="utf-8"), str(ex.path)),
-                  file=sys.stderr)
-            failed.append(ex.name)
+    failed = [ex.name for ex in chosen
+              if not _passes(lambda: run_example(ex), ex.path)]  # noqa: B023
     failed_ad = [ex.name for ex in chosen_ad if not report(ex)]
     failed_opt = [ex.name for ex in chosen_opt if not report_opt(ex)]
-    failed_cpp = []
-    for cx in chosen_cpp:
-        try:
-            if not report_cpp(cx):
-                failed_cpp.append(cx.name)
-        except SDQLiteError as err:
-            print(format_error(err, None, "sdqlite"), file=sys.stderr)
-            failed_cpp.append(cx.name)
+    failed_cpp = [cx.name for cx in chosen_cpp
+                  if not _passes(lambda: report_cpp(cx), HERE / cx.source)]  # noqa: B023
     print(f"{len(chosen) - len(failed)} of {len(chosen)} paper examples agree with "
           "their numpy/scipy expectations" + (f"; failed: {', '.join(failed)}" if failed else ""))
     if chosen_ad:

@@ -96,8 +96,10 @@ def test_an_integer_array_is_real_where_a_real_is_declared() -> None:
 
 
 def test_errors_of_data_and_formats_are_clean() -> None:
-    with pytest.raises(SDQLTypeError, match=r"format csr .* stores"):
-        sdqlite.compile("V : {int -> real}\nV", formats={"V": "csr"})(V={0: 1.0})
+    with pytest.raises(SDQLTypeError, match=r"input V: format csr .* stores"):
+        sdqlite.compile("V : {int -> real}\nV", formats={"V": "csr"})  # at compile time
+    with pytest.raises(SDQLTypeError, match="unknown storage format 'zip'"):
+        sdqlite.compile("V : {int -> real}\nV", formats={"V": "zip"})
     with pytest.raises(DataError, match="not an input"):
         sdqlite.compile("V : {int -> real}\nV", formats={"W": "csr"})
     f = sdqlite.compile(BATAX, wrt="x")
@@ -182,7 +184,7 @@ def test_cli_reports_backend_errors_without_a_traceback(
     prog.write_text("V : {int -> real}\nV\n")
     assert main(["eval", str(prog), "--backend", "cpp", "-i", "V={0 -> 1.0}",
                  "--format", "V=csr"]) == 1
-    assert "sdqlite: error: --format V: format csr" in capsys.readouterr().err
+    assert "sdqlite: error: input V: format csr" in capsys.readouterr().err
     prog.write_text("V : {int -> real} @ csr\nV\n")
     assert main(["check", str(prog)]) == 1
     err = capsys.readouterr().err
