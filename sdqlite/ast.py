@@ -282,10 +282,13 @@ def _is_expr(x: object) -> bool:
 
 
 def subterms(e: Expr) -> Iterator[Expr]:
-    """``e`` and all its sub-expressions, pre-order."""
-    yield e
-    for c in children(e):
-        yield from subterms(c)
+    """``e`` and all its sub-expressions, pre-order (a stack, not nested generators:
+    those cost the depth at every node)."""
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        yield x
+        todo.extend(reversed(list(children(x))))
 
 
 def free_vars(e: Expr) -> frozenset[str]:

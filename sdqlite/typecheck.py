@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import wraps
-from typing import TypeVar, assert_never
+from typing import TypeVar, assert_never, cast
+
+from immutables import Map
 
 from sdqlite.ast import (
     Add,
@@ -53,10 +55,13 @@ from sdqlite.types import (
 
 Ctx = Mapping[str, Type]
 F = TypeVar("F", bound=Callable[..., object])
+T = TypeVar("T")
 
 
-def _bind(ctx: Ctx, **binds: Type) -> Ctx:
-    return {**ctx, **{x: t for x, t in binds.items() if x != "_"}}
+def bind(ctx: Mapping[str, T], **binds: T) -> Mapping[str, T]:
+    """Γ, x : T (a persistent map: a chain of binders does not copy Γ at each one)."""
+    scope = ctx if isinstance(ctx, Map) else Map(ctx)
+    return scope.update({x: t for x, t in binds.items() if x != "_"})
 
 
 def _locate(fn: F) -> F:
@@ -65,7 +70,11 @@ def _locate(fn: F) -> F:
     @wraps(fn)
     def wrapper(ctx: Ctx, e: Expr, *rest: object) -> object:
         try:
-            return fn(ctx, e, *rest)
+            out = fn(ctx, e, *rest)
+            if _RECORDERS:  # check's type is its third argument, synth's its result's second
+                t = rest[0] if rest else cast(tuple[Expr, Type], out)[1]
+                _RECORDERS[-1].record(e, cast(Type, t))
+            return out
         except SDQLTypeError as err:
             if err.span is None:
                 err.span = e.span
@@ -74,6 +83,35 @@ def _locate(fn: F) -> F:
             raise SDQLTypeError("program is nested too deeply to check", e.span) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+class NodeTypes:
+    """The type the checker gives each node of an elaborated program ``ctx ⊢ e``, found
+    in one pass.  A pass that asks for the type at every node (FAD) would otherwise check
+    each subtree again at every node above it: quadratic in the depth.  Asking about a
+    node it did not see, or saw twice with different types (a sub-tree shared by two
+    scopes), checks that node again."""
+
+    def __init__(self, ctx: Ctx, e: Expr) -> None:
+        self._types: dict[int, tuple[Expr, Type | None]] = {}
+        _RECORDERS.append(self)
+        try:
+            synth(ctx, e)
+        finally:
+            _RECORDERS.pop()
+
+    def record(self, e: Expr, t: Type) -> None:
+        seen = self._types.get(id(e))
+        self._types[id(e)] = (e, t if seen is None or seen[1] == t else None)
+
+    def __call__(self, ctx: Ctx, e: Expr) -> Type:
+        seen = self._types.get(id(e))
+        if seen is not None and seen[0] is e and seen[1] is not None:
+            return seen[1]
+        return synth(ctx, e)[1]
+
+
+_RECORDERS: list[NodeTypes] = []
 
 
 def _need_semiring(t: Type, what: str, span: Span | None) -> None:
@@ -118,7 +156,7 @@ def synth(ctx: Ctx, e: Expr) -> tuple[Expr, Type]:
         case Sum(k, v, dom, body):  # Fig. langs, [sum]
             dom2, dt = synth(ctx, dom)
             d = _need_dict(dt, "the domain of sum", dom.span)
-            body2, bt = synth(_bind(ctx, **{k: INT, v: d.val}), body)
+            body2, bt = synth(bind(ctx, **{k: INT, v: d.val}), body)
             _need_semiring(bt, "the body of sum", body.span)
             return Sum(k, v, dom2, body2, span=e.span, ty=bt), bt
         case Single(k, v):  # Fig. langs, [singleton]
@@ -139,7 +177,7 @@ def synth(ctx: Ctx, e: Expr) -> tuple[Expr, Type]:
             return Lookup(d2, k2, span=e.span, ty=dd.val), dd.val
         case Let(x, rhs, body):  # [let]
             rhs2, rt = synth(ctx, rhs)
-            body2, bt = synth(_bind(ctx, **{x: rt}), body)
+            body2, bt = synth(bind(ctx, **{x: rt}), body)
             return Let(x, rhs2, body2, span=e.span), bt
         case Not(a):  # [not]
             return Not(check(ctx, a, BOOL), span=e.span), BOOL
@@ -211,9 +249,9 @@ def synth(ctx: Ctx, e: Expr) -> tuple[Expr, Type]:
                 raise SDQLTypeError("cannot infer the type of []; use it where its type "
                                     "is known", e.span)
             first = next((x for x in elems if not _flexible(x)), elems[0])
-            _, t = synth(ctx, first)
+            first2, t = synth(ctx, first)
             _need_semiring(t, "an array element", first.span)
-            elems2 = tuple(check(ctx, x, t) for x in elems)
+            elems2 = tuple(first2 if x is first else check(ctx, x, t) for x in elems)
             return ArrayLit(elems2, span=e.span, ty=t), DictT(t, dense=True)
         case _:
             assert_never(e)
@@ -237,11 +275,11 @@ def check(ctx: Ctx, e: Expr, want: Type) -> Expr:
             return If(check(ctx, c, BOOL), check(ctx, body, want), span=e.span, ty=want)
         case Let(x, rhs, body):
             rhs2, rt = synth(ctx, rhs)
-            return Let(x, rhs2, check(_bind(ctx, **{x: rt}), body, want), span=e.span)
+            return Let(x, rhs2, check(bind(ctx, **{x: rt}), body, want), span=e.span)
         case Sum(k, v, dom, body) if is_semiring(want):
             dom2, dt = synth(ctx, dom)
             d = _need_dict(dt, "the domain of sum", dom.span)
-            body2 = check(_bind(ctx, **{k: INT, v: d.val}), body, want)
+            body2 = check(bind(ctx, **{k: INT, v: d.val}), body, want)
             return Sum(k, v, dom2, body2, span=e.span, ty=want)
         case Add(a, b) if is_semiring(want):
             return Add(check(ctx, a, want), check(ctx, b, want), span=e.span)

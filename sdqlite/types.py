@@ -47,6 +47,10 @@ class DictT:
     val: Type
     dense: bool = False
     extent: str | None = field(default=None, compare=False)
+    semiring: bool = field(init=False, compare=False, repr=False)  # see is_semiring
+
+    def __post_init__(self) -> None:  # computed once: checking asks at every node
+        object.__setattr__(self, "semiring", is_semiring(self.val))
 
     def __str__(self) -> str:
         key = ("dense_int" if self.dense else "int") + (f"[{self.extent}]" if self.extent else "")
@@ -75,8 +79,8 @@ def is_semiring(t: Type) -> bool:
             return True
         case BoolT():
             return False
-        case DictT(val):
-            return is_semiring(val)
+        case DictT():
+            return t.semiring
         case _:
             assert_never(t)
 
