@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sdqlite.ast import free_vars
-from sdqlite.errors import DataError, SDQLiteError, format_error
+from sdqlite.errors import DataError, SDQLiteError, SDQLTypeError, format_error
 from sdqlite.parser import Program, parse_program
 from sdqlite.pipeline import Limits
 from sdqlite.session import declared_types, read_input, read_raw_input
@@ -119,8 +119,9 @@ def cmd_cpp(args: argparse.Namespace) -> int:
 
 
 def cmd_grad(args: argparse.Namespace) -> int:
-    from sdqlite.ast import Gradient
+    from sdqlite.gradient import gradient
     from sdqlite.printer import show
+    from sdqlite.typecheck import typecheck
     from semantics.display import show_value
     from semantics.interp import evaluate
     from semantics.run import check_program, context
@@ -131,10 +132,13 @@ def cmd_grad(args: argparse.Namespace) -> int:
         return _run_compiled(args, prog, args.wrt)
     inputs = _inputs(prog, args.input)
     ctx = context(prog, inputs)
-    check_program(prog, ctx)  # report errors of the program itself first
+    elab, _ = check_program(prog, ctx)  # report errors of the program itself first
     assert prog.expr is not None
-    expanded, t = check_program(
-        Program(prog.decls, Gradient(prog.expr, args.wrt, span=prog.expr.span)), ctx)
+    try:  # in ANF first, as the pipeline does: the expansion stays linear in the program
+        expansion = gradient(elab, args.wrt, ctx, share=True)
+    except SDQLiteError as err:
+        raise SDQLTypeError(err.message, err.span or prog.expr.span) from None
+    expanded, t = typecheck(expansion, ctx)
     if args.program:
         print(show(expanded), file=sys.stderr)
     missing = sorted(n for n in free_vars(expanded) if n not in inputs)

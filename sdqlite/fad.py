@@ -48,7 +48,7 @@ from sdqlite.ast import (
 from sdqlite.errors import SDQLiteError
 from sdqlite.names import NameSupply, names_in
 from sdqlite.ops import UNARY_OPS
-from sdqlite.typecheck import Ctx, synth
+from sdqlite.typecheck import Ctx, NodeTypes, bind
 from sdqlite.types import INT, REAL, BoolT, DictT, IntT, Type, order, otimes, scalar_of
 
 
@@ -101,30 +101,27 @@ def is_discrete(t: Type) -> bool:
 class Differentiator:
     """D_τ[-] for one program: a name supply and the primal context for types."""
 
-    def __init__(self, tau: Type, names: NameSupply) -> None:
+    def __init__(self, tau: Type, names: NameSupply, types: NodeTypes) -> None:
         if not (tau == REAL or (isinstance(tau, DictT) and scalar_of(tau) == REAL)):
             raise DiffError(f"τ must be a real tensor type, found {tau}")
         self.tau = tau
         self.names = names
+        self.types = types  # the primal's types, found once
 
     def d(self, e: Expr, ctx: Ctx, tan: Mapping[str, str]) -> Expr:
         """D_τ[e] where ctx ⊢ e and ``tan`` names the tangent of each variable."""
-        _, t = synth(ctx, e)
+        t = self.types(ctx, e)
         if is_discrete(t):  # Fig. forward_diffrules: discrete types have tangent 0
             return RealConst(0.0)
         match e:
             case Sum(k, v, dom, body):  # [sum]: let <k', v'> = <0, D[e1](k)> in D[e2]
-                _, dt = synth(ctx, dom)
+                dt = self.types(ctx, dom)
                 assert isinstance(dt, DictT)
                 if k == "_" and v != "_" and not is_discrete(dt.val):  # D[e1](k) needs k
                     k = self.names.fresh("k")
-                inner_ctx = {**ctx, **{x: s for x, s in ((k, INT), (v, dt.val)) if x != "_"}}
-                inner_tan = dict(tan)
+                inner_ctx = bind(ctx, **{k: INT, v: dt.val})
+                inner_tan = bind(tan, **{x: self.names.prime(x) for x in (v, k) if x != "_"})
                 out: Expr
-                if v != "_":
-                    inner_tan[v] = self.names.prime(v)
-                if k != "_":
-                    inner_tan[k] = self.names.prime(k)
                 out = self.d(body, inner_ctx, inner_tan)
                 if v != "_":
                     dv: Expr = (RealConst(0.0) if is_discrete(dt.val)
@@ -134,10 +131,11 @@ class Differentiator:
                     out = Let(inner_tan[k], RealConst(0.0), out)
                 return Sum(k, v, dom, out)
             case Let(x, rhs, body):  # [let]: let <x, x'> = <e1, D[e1]> in D[e2]
-                _, rt = synth(ctx, rhs)
+                rt = self.types(ctx, rhs)
                 xt = self.names.prime(x)
                 drhs = self.d(rhs, ctx, tan)
-                return Let(x, rhs, Let(xt, drhs, self.d(body, {**ctx, x: rt}, {**tan, x: xt})))
+                return Let(x, rhs, Let(xt, drhs, self.d(body, bind(ctx, **{x: rt}),
+                                                         bind(tan, **{x: xt}))))
             case If(c, body):  # [if]
                 return If(c, self.d(body, ctx, tan))
             case Lookup(dd, k):  # [lookup]: D[e1](e2)
@@ -145,8 +143,7 @@ class Differentiator:
             case Single(k, v):  # [singleton]: {e1 -> D[e2]}
                 return Single(k, self.d(v, ctx, tan))
             case Mul(a, b):  # [mult]: e1 * D[e2] + D[e1] *^T[τ] e2
-                _, ta = synth(ctx, a)
-                _, tb = synth(ctx, b)
+                ta, tb = self.types(ctx, a), self.types(ctx, b)
                 a_s, b_s = (sparsify(a, ta, self.names.fresh),
                             sparsify(b, tb, self.names.fresh))  # primal meets tangent
                 return Add(Mul(a_s, self.d(b, ctx, tan)),
@@ -210,4 +207,4 @@ def fad(e: Expr, ctx: Ctx, tau: Type = REAL, tangents: Mapping[str, str] | None 
     (``x'`` unless taken).  ``F[e]`` is ``fad(e, ctx)`` (τ = real)."""
     names = names or NameSupply(names_in(e) | set(ctx))
     tan = dict(tangents) if tangents is not None else {x: names.prime(x) for x in sorted(ctx)}
-    return Differentiator(tau, names).d(e, ctx, tan), tan
+    return Differentiator(tau, names, NodeTypes(ctx, e)).d(e, ctx, tan), tan

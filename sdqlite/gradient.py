@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sdqlite import sugar
+from sdqlite.anf import anf
 from sdqlite.ast import Expr, Let, RealConst, Var, free_vars
 from sdqlite.fad import DiffError, fad, is_discrete, sparse, tangent_type
 from sdqlite.names import NameSupply, names_in
@@ -38,10 +39,16 @@ def wrt_type(ctx: Ctx, x: str) -> Type:
     return sparse(erase(ctx[x]))
 
 
-def gradient(e: Expr, x: str, ctx: Ctx) -> Expr:
-    """``gradient e x`` for an elaborated ``ctx ⊢ e``, expanded into core SDQLite."""
+def gradient(e: Expr, x: str, ctx: Ctx, *, share: bool = False) -> Expr:
+    """``gradient e x`` for an elaborated ``ctx ⊢ e``, expanded into core SDQLite.
+
+    With ``share``, ``e`` is put in ANF first (§5.1), as the pipeline does: the rules
+    refer to a primal operand twice (``D[op(a)] = op'(a) * D[a]``), so without it the
+    expansion of a deep program grows quadratically.  Without, it is Fig. fig:api's."""
     tau = wrt_type(ctx, x)
     names = NameSupply(names_in(e) | set(ctx))
+    if share:
+        e = anf(e, names)
     fvs = sorted(free_vars(e))
     tangents = {v: names.prime(v) for v in fvs}
     body, _ = fad(e, {v: erase(ctx[v]) for v in fvs}, tau, tangents, names)
