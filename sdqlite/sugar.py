@@ -13,12 +13,23 @@ from sdqlite.types import BoolT, DictT, IntT, RealT, Type
 
 
 def dict_literal(entries: Sequence[tuple[Expr, Expr]], span: Span | None = None) -> Expr:
-    """``{k1 -> v1, ..., kn -> vn}`` ≜ ``{k1 -> v1} + ... + {kn -> vn}``."""
+    """``{k1 -> v1, ..., kn -> vn}`` ≜ ``{k1 -> v1} + ... + {kn -> vn}``, grouped as a
+    balanced tree (``literal_split``) so that a literal of any length is only
+    logarithmically deep; up to three entries this is the left-nested sum."""
     singles: list[Expr] = [Single(k, v, span=span) for k, v in entries]
-    out = singles[0]
-    for s in singles[1:]:
-        out = Add(out, s, span=span)
-    return out
+
+    def group(lo: int, hi: int) -> Expr:
+        if hi - lo == 1:
+            return singles[lo]
+        mid = lo + literal_split(hi - lo)
+        return Add(group(lo, mid), group(mid, hi), span=span)
+
+    return group(0, len(singles))
+
+
+def literal_split(n: int) -> int:
+    """How many of a literal's ``n >= 2`` entries its left operand holds."""
+    return (n + 1) // 2
 
 
 def tuple_let(
