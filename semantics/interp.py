@@ -13,6 +13,8 @@ import sys
 from collections.abc import Mapping
 from typing import assert_never
 
+from immutables import Map
+
 from sdqlite.ast import (
     Add,
     ArrayLit,
@@ -68,7 +70,7 @@ def _int(x: Value, what: str, span: Span | None) -> int:
 def evaluate(e: Expr, env: Env, field: Field = FLOAT) -> Value:
     """⟦e⟧(env) for an elaborated, well-typed ``e``; real literals are read in ``field``."""
     try:
-        result = _eval(e, env, field)
+        result = _eval(e, Map(env), field)
     except RecursionError:
         raise EvalError("program is nested too deeply to evaluate", e.span) from None
     if not _all_finite(result):
@@ -84,9 +86,9 @@ def _all_finite(v: Value) -> bool:
     return not isinstance(v, float) or math.isfinite(v)
 
 
-def _eval(e: Expr, env: Env, field: Field) -> Value:
-    def ev(x: Expr, extra: Env | None = None) -> Value:
-        return _eval(x, env if extra is None else {**env, **extra}, field)
+def _eval(e: Expr, env: Map[str, Value], field: Field) -> Value:
+    def ev(x: Expr, extra: Env | None = None) -> Value:  # env is persistent: binders share it
+        return _eval(x, env if extra is None else env.update(extra), field)
 
     match e:
         case Var(x):
@@ -100,10 +102,10 @@ def _eval(e: Expr, env: Env, field: Field) -> Value:
         case BoolConst(b):
             return b
         case Sum(k, v, dom, body, _, ty):  # ⟦sum(<k,v> in d) b⟧ = Σ_{(k,v) ∈ d} ⟦b⟧
-            acc = V.zero_of(_ty(ty, e), field)
+            acc = V.Accumulator(V.zero_of(_ty(ty, e), field))
             for key, val in V.entries(ev(dom)):
-                acc = V.add(acc, ev(body, {k: key, v: val}))
-            return acc
+                acc.add(ev(body, {k: key, v: val}))
+            return acc.value
         case Single(k, v):  # ⟦{k -> v}⟧, with {k -> 0} = {}
             return V.single(_int(ev(k), "a dictionary key", k.span), ev(v))
         case Empty(ty):  # zero[T]

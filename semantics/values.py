@@ -55,7 +55,7 @@ def zero_like(x: Value) -> Value:
     """The zero of the type of ``x``."""
     if isinstance(x, dict):
         return {}
-    if isinstance(x, DenseArray):
+    if isinstance(x, DenseArray | _OwnedArray):
         return dense(())
     if isinstance(x, bool):
         return False
@@ -75,7 +75,7 @@ def is_zero(v: Value) -> bool:
     whose positions all hold zero (the empty array included); a zero scalar."""
     if isinstance(v, dict):
         return not v
-    if isinstance(v, DenseArray):
+    if isinstance(v, DenseArray | _OwnedArray):
         return all(is_zero(x) for x in v.items)
     if isinstance(v, bool):
         return not v
@@ -126,6 +126,81 @@ def add(a: Value, b: Value) -> Value:
         z = zero_like(a.items[0])
         return dense([add(lookup(a, p, z), lookup(b, p, z)) for p in range(lo, hi)], lo)
     return a + b
+
+
+class Accumulator:
+    """A sum ``zero + v1 + v2 + ...`` built in place: ``add(v)`` for each ``v``, then
+    ``value``.  It equals folding ``add`` from ``zero`` (entries that become zero are
+    dropped at each step, as ``add`` drops them) without copying the sum so far at every
+    step, which made a ``sum`` quadratic: the parts of the sum this accumulator made are
+    updated in place; a part taken from an added value is shared until it is first
+    written (then copied once).  Values stay immutable outside."""
+
+    def __init__(self, zero: Value) -> None:
+        self._sum = zero
+
+    def add(self, v: Value) -> None:
+        self._sum = _add_owned(self._sum, v)
+
+    @property
+    def value(self) -> Value:
+        return _freeze(self._sum)
+
+
+class _OwnedDict(dict[int, Any]):
+    """A dictionary of an accumulator's sum, updated in place."""
+
+
+@dataclass(slots=True)
+class _OwnedArray:
+    """A dense array of an accumulator's sum, updated in place."""
+
+    items: list[Any]
+    start: int
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.items)
+
+
+def _add_owned(a: Value, b: Value) -> Value:
+    """``a + b`` as ``add`` computes it, reusing ``a``'s owned parts."""
+    if isinstance(a, dict):
+        out = a if isinstance(a, _OwnedDict) else _OwnedDict(a)
+        for k, v in b.items():
+            if k in out:
+                s = _add_owned(out[k], v)
+                if is_zero(s):
+                    del out[k]
+                else:
+                    out[k] = s
+            else:
+                out[k] = v
+        return out
+    if isinstance(a, DenseArray | _OwnedArray):
+        if not b.items:
+            return a
+        if not a.items:
+            return b
+        z = zero_like(a.items[0])
+        arr = a if isinstance(a, _OwnedArray) else _OwnedArray(list(a.items), a.start)
+        if b.start < arr.start:  # positions of b before a's: zero in a
+            arr.items[:0] = [z] * (arr.start - b.start)
+            arr.start = b.start
+        arr.items.extend([z] * (b.end - arr.end))
+        for p, v in enumerate(b.items, b.start - arr.start):
+            arr.items[p] = _add_owned(arr.items[p], v)
+        return arr
+    return a + b
+
+
+def _freeze(v: Value) -> Value:
+    """An accumulator's sum as a value: its owned parts made immutable."""
+    if isinstance(v, _OwnedDict):
+        return {k: _freeze(x) for k, x in v.items()}
+    if isinstance(v, _OwnedArray):
+        return dense([_freeze(x) for x in v.items], v.start)
+    return v
 
 
 def mul(a: Value, b: Value) -> Value:
