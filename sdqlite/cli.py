@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sdqlite.ast import free_vars
-from sdqlite.errors import DataError, SDQLiteError, format_error
+from sdqlite.errors import DataError, SDQLiteError, format_error, internal_error
 from sdqlite.parser import Program, parse_program
 from sdqlite.pipeline import Limits
 from sdqlite.session import declared_types, read_input, read_raw_input
@@ -306,8 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # an internal error: say so plainly, no traceback
         if os.environ.get("SDQLITE_DEBUG"):
             raise
-        print(f"sdqlite: internal error: {type(err).__name__}: {err} "
-              "(set SDQLITE_DEBUG=1 for a traceback, and please report it)", file=sys.stderr)
+        print(internal_error(err), file=sys.stderr)
         return EXIT_INTERNAL
 
 
