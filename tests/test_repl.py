@@ -99,3 +99,8 @@ def test_loop_survives_failures_and_keeps_the_session(
         "<repl>: error: out of memory",
     ]
 
+
+
+def test_help_describes_multiline_entries() -> None:
+    text = " ".join(Session().handle(":help").split())
+    assert "goes on over further lines while it is incomplete; an empty line ends it" in text
