@@ -15,6 +15,7 @@ from sdqlite.parser import is_incomplete
 from sdqlite.session import Session
 
 HISTORY = Path.home() / ".sdqlite_history"
+BANNER = "SDQLite REPL — :help for commands, Ctrl-D to leave."
 
 
 def _setup_history() -> None:
@@ -42,7 +43,7 @@ def repl(session: Session | None = None) -> int:
     interactive = sys.stdin.isatty()
     if interactive:
         _setup_history()
-        print("SDQLite REPL — :help for commands, Ctrl-D to leave.")
+        print(BANNER)
     while True:
         try:
             text = _read_entry(interactive)
