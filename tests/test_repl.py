@@ -104,3 +104,17 @@ def test_loop_survives_failures_and_keeps_the_session(
 def test_help_describes_multiline_entries() -> None:
     text = " ".join(Session().handle(":help").split())
     assert "goes on over further lines while it is incomplete; an empty line ends it" in text
+
+
+def test_debug_shows_the_traceback_and_goes_on(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def failing(self: Session, text: str) -> str:
+        raise ZeroDivisionError("bug")
+
+    monkeypatch.setattr(Session, "handle", failing)
+    monkeypatch.setenv("SDQLITE_DEBUG", "1")
+    monkeypatch.setattr("sys.stdin", io.StringIO("1.0\n2.0\n"))
+    assert repl() == 0
+    err = capsys.readouterr().err
+    assert err.count("Traceback") == 2  # one per entry: the loop went on
+    assert err.count("sdqlite: internal error: ZeroDivisionError: bug") == 2
