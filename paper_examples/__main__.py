@@ -59,17 +59,35 @@ def _passes(run: Callable[[], bool], path: Path) -> bool:
         return False
 
 
+def catalog() -> list[tuple[str, list[tuple[str, str]]]]:
+    """The examples' names and titles, by kind, in the order they run."""
+    return [("the paper's listings against numpy/scipy", [(e.name, e.title) for e in EXAMPLES]),
+            ("differentiation", [(e.name, e.title) for e in AD_EXAMPLES]),
+            ("optimization", [(e.name, e.title) for e in OPT_EXAMPLES]),
+            ("code generation (§6)", [(e.name, e.title) for e in CPP_EXAMPLES])]
+
+
+def describe() -> str:
+    """The names to give ``sdqlite examples``, one per line with its title."""
+    groups = catalog()
+    width = max(len(name) for _, items in groups for name, _ in items)
+    lines = ["examples (all of them when no NAME is given):"]
+    for kind, items in groups:
+        lines.append(f"  {kind}:")
+        lines += [f"    {name:<{width}}  {title}" for name, title in items]
+    return "\n".join(lines)
+
+
 def main(names: Sequence[str] = ()) -> int:
     chosen = [e for e in EXAMPLES if not names or e.name in names]
     chosen_ad = [e for e in AD_EXAMPLES if not names or e.name in names]
     chosen_opt = [e for e in OPT_EXAMPLES if not names or e.name in names]
     chosen_cpp = [e for e in CPP_EXAMPLES if not names or e.name in names]
-    known = [e.name for e in EXAMPLES] + [e.name for e in AD_EXAMPLES] + [
-        e.name for e in OPT_EXAMPLES] + [e.name for e in CPP_EXAMPLES]
+    known = [name for _, items in catalog() for name, _ in items]
     unknown = set(names) - set(known)
     if unknown:
-        print(f"unknown example(s): {', '.join(sorted(unknown))}; known: {', '.join(known)}",
-              file=sys.stderr)
+        print(f"sdqlite examples: error: unknown example {', '.join(sorted(unknown))} "
+              "(`sdqlite examples --help` lists them)", file=sys.stderr)
         return 2
     failed = [ex.name for ex in chosen
               if not _passes(lambda: run_example(ex), ex.path)]  # noqa: B023
@@ -96,4 +114,7 @@ def main(names: Sequence[str] = ()) -> int:
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(f"usage: python -m paper_examples [NAME ...]\n\n{describe()}")
+        sys.exit(0)
     sys.exit(main(sys.argv[1:]))

@@ -11,14 +11,15 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sdqlite.ast import free_vars
-from sdqlite.errors import DataError, SDQLiteError, SDQLTypeError, format_error
+from sdqlite.errors import DataError, SDQLiteError, SDQLTypeError, format_error, internal_error
 from sdqlite.parser import Program, parse_program
 from sdqlite.pipeline import Limits
-from sdqlite.session import declared_types, read_input, read_raw_input
+from sdqlite.session import HELP, declared_types, read_input, read_raw_input
 from semantics.run import Input
 
 if TYPE_CHECKING:
@@ -202,12 +203,39 @@ def _at_least(low: float, kind: Callable[[str], float]) -> Callable[[str], float
     return parse
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser whose help may end with text made only when help is asked for."""
+
+    def __init__(self, *args: Any, more_help: Callable[[], str] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.more_help = more_help
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        return f"{text}\n{self.more_help()}\n" if self.more_help else text
+
+
+def _version() -> str:
+    try:
+        return metadata.version("sdqlite")
+    except metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        return "(not installed)"
+
+
+def _example_names() -> str:
+    from paper_examples.__main__ import describe  # imported only for --help: sympy is slow
+
+    return describe()
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="sdqlite",
         description="SDQLite: semi-ring dictionaries, their semantics and differentiation "
                     "(the paper '∇SD: Differentiable Programming for Sparse Tensors').")
-    sub = ap.add_subparsers(dest="command", required=True)
+    ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     inp = {"action": "append", "default": [], "metavar": "NAME=PATH|VALUE",
            "help": "data for an input: a .npy/.mtx file or a literal such as '{0 -> 1.5}'"}
 
@@ -278,11 +306,14 @@ def build_parser() -> argparse.ArgumentParser:
     backend_options(p, choose=False)
     p.set_defaults(run=cmd_cpp)
 
-    p = sub.add_parser("repl", help="the interactive read-eval-print loop")
+    p = sub.add_parser("repl", help="the interactive read-eval-print loop",
+                       description=f"The interactive read-eval-print loop.\n\n{HELP}",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.set_defaults(run=cmd_repl)
 
-    p = sub.add_parser("examples", help="run the paper's examples against their expectations")
-    p.add_argument("names", nargs="*", help="run only these examples")
+    p = sub.add_parser("examples", help="run the paper's examples against their expectations",
+                       more_help=_example_names)
+    p.add_argument("names", nargs="*", metavar="NAME", help="run only these (listed below)")
     p.set_defaults(run=cmd_examples)
     return ap
 
@@ -310,8 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # an internal error: say so plainly, no traceback
         if os.environ.get("SDQLITE_DEBUG"):
             raise
-        print(f"sdqlite: internal error: {type(err).__name__}: {err} "
-              "(set SDQLITE_DEBUG=1 for a traceback, and please report it)", file=sys.stderr)
+        print(internal_error(err), file=sys.stderr)
         return EXIT_INTERNAL
 
 

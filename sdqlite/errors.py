@@ -69,3 +69,10 @@ def format_error(err: SDQLiteError, source: str | None = None, filename: str = "
     width = sp.end_col - sp.col if sp.end_line == sp.line and sp.end_col > sp.col else 1
     width = max(1, min(width, len(text) - sp.col + 1))
     return f"{head}\n  {text}\n  {' ' * (sp.col - 1)}{'^' * width}"
+
+
+def internal_error(err: BaseException) -> str:
+    """One line for a bug (not the user's input): what the CLI and the REPL print."""
+    text = " ".join(str(err).split())
+    return (f"sdqlite: internal error: {type(err).__name__}{': ' + text if text else ''} "
+            "(set SDQLITE_DEBUG=1 for a traceback, and please report it)")

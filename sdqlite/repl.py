@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import traceback
 from pathlib import Path
+from typing import TextIO
 
-from sdqlite.errors import SDQLiteError, format_error
+from sdqlite.errors import SDQLiteError, format_error, internal_error
 from sdqlite.parser import is_incomplete
 from sdqlite.session import Session
 
 HISTORY = Path.home() / ".sdqlite_history"
+BANNER = "SDQLite REPL — :help for commands, Ctrl-D to leave."
 
 
 def _setup_history() -> None:
@@ -33,11 +37,13 @@ def _save(readline: object) -> None:
 
 
 def repl(session: Session | None = None) -> int:
+    """Read entries until EOF or :quit.  No entry ends the loop by failing: an error, an
+    internal error or Ctrl-C is reported and the session (declarations, inputs) kept."""
     session = session or Session()
     interactive = sys.stdin.isatty()
     if interactive:
         _setup_history()
-        print("SDQLite REPL — :help for commands, Ctrl-D to leave.")
+        print(BANNER)
     while True:
         try:
             text = _read_entry(interactive)
@@ -50,17 +56,28 @@ def repl(session: Session | None = None) -> int:
             continue
         if text.strip() in (":quit", ":q", ":exit"):
             return 0
-        try:
-            out = session.handle(text)
-        except SDQLiteError as err:
-            print(format_error(err, session.source, "<repl>"),
-                  file=sys.stderr if not interactive else sys.stdout)
-            continue
-        except RecursionError:
-            print("<repl>: error: input nested too deeply", file=sys.stderr)
-            continue
+        out = _run_entry(session, text, sys.stdout if interactive else sys.stderr)
         if out:
             print(out)
+
+
+def _run_entry(session: Session, text: str, errors: TextIO) -> str:
+    """The entry's output, or "" after reporting why it has none."""
+    try:
+        return session.handle(text)
+    except SDQLiteError as err:
+        print(format_error(err, session.source, "<repl>"), file=errors)
+    except KeyboardInterrupt:  # cancels this entry only
+        print("(interrupted)", file=errors)
+    except RecursionError:
+        print("<repl>: error: input nested too deeply", file=errors)
+    except MemoryError:
+        print("<repl>: error: out of memory", file=errors)
+    except Exception as err:  # a bug: say so in one line, keep the session
+        if os.environ.get("SDQLITE_DEBUG"):
+            traceback.print_exc()
+        print(internal_error(err), file=errors)
+    return ""
 
 
 def _read_entry(interactive: bool) -> str:

@@ -91,7 +91,9 @@ Enter an SDQLite expression to evaluate it, or a declaration `NAME : TYPE`.
   :inputs                      list the declared inputs and their values
   :help                        this text
   :quit                        leave (also Ctrl-D)
-Multi-line input continues while the expression is incomplete."""
+An expression or declaration goes on over further lines while it is incomplete; an
+empty line ends it (if it is still incomplete, the error says what is missing).
+A command (:...) is one line."""
 
 
 @dataclass

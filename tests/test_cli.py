@@ -108,3 +108,44 @@ def test_bad_invocations_are_reported(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main([f if a == "PROG" else a for a in args]) == 1
     err = capsys.readouterr().err
     assert "error:" in err and "Traceback" not in err
+
+
+def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out == f"sdqlite {metadata.version('sdqlite')}\n"
+
+
+def test_repl_help_lists_the_repl_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    from sdqlite.session import HELP
+
+    with pytest.raises(SystemExit):
+        main(["repl", "--help"])
+    assert HELP in capsys.readouterr().out  # one source for both
+
+
+def test_examples_help_lists_every_example(capsys: pytest.CaptureFixture[str]) -> None:
+    from paper_examples.__main__ import catalog
+
+    with pytest.raises(SystemExit):
+        main(["examples", "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    names = [name for _, items in catalog() for name, _ in items]
+    assert names
+    for name in names:
+        assert any(line.split()[:1] == [name] for line in lines), name
+
+
+def test_examples_run_by_name_and_reject_unknown_names(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["examples", "trace"]) == 0
+    assert capsys.readouterr().out.endswith(
+        "1 of 1 paper examples agree with their numpy/scipy expectations\n")
+    assert main(["examples", "trace", "nope"]) == 2
+    out = capsys.readouterr()
+    assert out.err == ("sdqlite examples: error: unknown example nope "
+                       "(`sdqlite examples --help` lists them)\n")
+    assert out.out == ""

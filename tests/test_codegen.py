@@ -204,20 +204,3 @@ def test_repl_prints_the_generated_cpp() -> None:
     assert "static void repl(const sdql::dict<double>& V" in code
     with pytest.raises(SDQLTypeError, match="unbound variable W"):
         s.handle(":cpp W")
-
-
-def test_the_readme_compile_snippet_runs() -> None:
-    """The README's "Compiling to C++" Python snippet, run as written."""
-    readme = (HERE / "README.md").read_text()
-    section = readme.split("## Compiling to C++", 1)[1]
-    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
-    scope: dict[str, object] = {}
-    cwd = os.getcwd()
-    try:
-        os.chdir(HERE)
-        exec(compile(snippet, "README.md", "exec"), scope)
-    finally:
-        os.chdir(cwd)
-    a: Any = scope["A"]
-    grad: Any = scope["grad"]
-    assert abs(grad - 0.9 * (a.T @ a)).max() < 1e-12

@@ -68,3 +68,53 @@ def test_loop_multiline_and_errors(monkeypatch: pytest.MonkeyPatch,
     out = capsys.readouterr()
     assert "{ 0 -> 4.0 }\n  : {int -> real}" in out.out
     assert "<repl>:1:1: error: unbound variable W" in out.err
+
+
+def test_loop_survives_failures_and_keeps_the_session(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bug, Ctrl-C, deep recursion or exhausted memory in one entry is reported in one
+    line; the next entry still sees the declarations and inputs made before it."""
+    failures: dict[str, BaseException] = {
+        "bug": ValueError("kaboom\non two lines"), "ctrl-c": KeyboardInterrupt(),
+        "deep": RecursionError("maximum recursion depth exceeded"), "mem": MemoryError()}
+    handle = Session.handle
+
+    def failing(self: Session, text: str) -> str:
+        if text in failures:
+            raise failures[text]
+        return handle(self, text)
+
+    monkeypatch.setattr(Session, "handle", failing)
+    monkeypatch.delenv("SDQLITE_DEBUG", raising=False)
+    script = ["V : {int -> real}", ":input V = {0 -> 2.0}", *failures, "sum(<i, a> in V) a"]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(script) + "\n"))
+    assert repl() == 0  # the end of input ends the loop
+    out = capsys.readouterr()
+    assert out.out.endswith("2.0\n  : real\n")
+    assert out.err.splitlines() == [
+        "sdqlite: internal error: ValueError: kaboom on two lines "
+        "(set SDQLITE_DEBUG=1 for a traceback, and please report it)",
+        "(interrupted)",
+        "<repl>: error: input nested too deeply",
+        "<repl>: error: out of memory",
+    ]
+
+
+
+def test_help_describes_multiline_entries() -> None:
+    text = " ".join(Session().handle(":help").split())
+    assert "goes on over further lines while it is incomplete; an empty line ends it" in text
+
+
+def test_debug_shows_the_traceback_and_goes_on(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def failing(self: Session, text: str) -> str:
+        raise ZeroDivisionError("bug")
+
+    monkeypatch.setattr(Session, "handle", failing)
+    monkeypatch.setenv("SDQLITE_DEBUG", "1")
+    monkeypatch.setattr("sys.stdin", io.StringIO("1.0\n2.0\n"))
+    assert repl() == 0
+    err = capsys.readouterr().err
+    assert err.count("Traceback") == 2  # one per entry: the loop went on
+    assert err.count("sdqlite: internal error: ZeroDivisionError: bug") == 2

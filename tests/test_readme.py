@@ -1,0 +1,215 @@
+"""Every snippet of README.md runs as written and prints what the README shows.
+
+Each fenced block carries a tag, and the tag says how it is checked:
+
+- ``python``: run in a fresh namespace, with the repository as working directory;
+- ``sh``: each line is a command (``#`` starts a comment); what it prints is not shown;
+- ``console``: ``$ `` lines are commands, and the lines up to the next ``$ `` are what the
+  command prints: its stdout, or its stderr when the output shown is an error (exit
+  status 1). ``$ sdqlite repl`` is followed by a transcript: ``sdql> `` and ``  ... ``
+  lines are what is typed, the other lines what the REPL answers;
+- ``sdql``: a program or declarations, parsed and type-checked;
+- ``text``: output that cannot be reproduced (timings); not run.
+
+A command ``sdqlite ARGS`` runs in-process through ``sdqlite.cli.main``, the repository
+as working directory; ``A | B`` feeds A's stdout to B, ``< FILE`` is B's stdin. Commands
+that set up the machine (``make``, ``sudo apt-get``, ``pip``) are not run here: ``make``
+runs this suite, and the others change the system.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shlex
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sdqlite.cli import main
+from sdqlite.parser import parse_program
+from sdqlite.repl import BANNER
+from sdqlite.typecheck import typecheck
+
+HERE = Path(__file__).resolve().parent.parent
+README = HERE / "README.md"
+SETUP = {"make", "sudo", "apt-get", "pip"}  # not run: see the module docstring
+TAGS = {"python", "sh", "console", "sdql", "text"}
+
+
+@dataclass(frozen=True)
+class Block:
+    tag: str
+    text: str
+    line: int  # of the opening fence, 1-based
+
+    def __str__(self) -> str:
+        return f"README.md:{self.line} ({self.tag})"
+
+
+def blocks() -> list[Block]:
+    out, lines = [], README.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        fence = re.fullmatch(r"( *)```(\S*)", lines[i])
+        if fence is None:
+            i += 1
+            continue
+        indent, start = len(fence.group(1)), i
+        i += 1
+        body = []
+        while lines[i].strip() != "```":
+            body.append(lines[i][indent:])
+            i += 1
+        out.append(Block(fence.group(2), "\n".join(body) + "\n", start + 1))
+        i += 1
+    return out
+
+
+def of(tag: str) -> list[Block]:
+    return [b for b in blocks() if b.tag == tag]
+
+
+@contextlib.contextmanager
+def in_repository() -> Iterator[None]:
+    cwd = os.getcwd()
+    os.chdir(HERE)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+
+
+def sdqlite(argv: list[str], stdin: str = "", merge: bool = False) -> tuple[int, str, str]:
+    """Run ``sdqlite ARGV`` in-process: exit status, stdout, stderr (into stdout when
+    ``merge``, in the order they were written, as a terminal shows them)."""
+    out, err = io.StringIO(), io.StringIO()
+    saved, sys.stdin = sys.stdin, io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out if merge else err):
+            try:
+                code = main(argv)
+            except SystemExit as stop:  # --help, --version
+                code = int(stop.code or 0)
+    finally:
+        sys.stdin = saved
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_command(line: str) -> tuple[int, str, str] | None:
+    """Run one command line; None when it is a set-up command, not run here."""
+    words = shlex.split(line, comments=True)
+    if not words or words[0] in SETUP:
+        return None
+    stdin, result = "", None
+    stages = [list(g) for g in _split(words, "|")]
+    for n, stage in enumerate(stages, 1):
+        if "<" in stage:
+            at = stage.index("<")
+            stdin = (HERE / stage[at + 1]).read_text(encoding="utf-8")
+            stage = stage[:at] + stage[at + 2:]
+        assert stage[0] == "sdqlite", f"not an sdqlite command: {line!r}"
+        result = sdqlite(stage[1:], stdin)
+        assert result[0] == 0 or n == len(stages), f"{line!r}: {result[2]}"
+        stdin = result[1]
+    return result
+
+
+def _split(words: list[str], sep: str) -> Iterator[list[str]]:
+    group: list[str] = []
+    for w in words:
+        if w == sep:
+            yield group
+            group = []
+        else:
+            group.append(w)
+    yield group
+
+
+@pytest.fixture(autouse=True)
+def quick_builds(tmp_path_factory: pytest.TempPathFactory,
+                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiled snippets build at -O1 into a cache of this test run's own."""
+    monkeypatch.setenv("SDQLITE_CXXFLAGS", os.environ.get("SDQLITE_CXXFLAGS", "-O1"))
+    monkeypatch.setenv("SDQLITE_CACHE", str(tmp_path_factory.getbasetemp() / "cpp-cache"))
+
+
+def test_every_block_has_a_known_tag() -> None:
+    found = blocks()
+    assert len(found) > 10
+    assert [str(b) for b in found if b.tag not in TAGS] == []
+
+
+def test_the_readme_points_only_inside_the_repository() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert "../" not in text and "shared/" not in text
+    for path in re.findall(r"`([\w./-]+/[\w.-]+\.(?:py|sdql|h|lark|txt|npy|mtx|md))`", text):
+        assert (HERE / path).is_file(), path
+
+
+@pytest.mark.parametrize("block", of("python"), ids=str)
+def test_python_block(block: Block) -> None:
+    with in_repository():
+        exec(compile(block.text, str(block), "exec"), {"__name__": "readme"})
+
+
+@pytest.mark.parametrize("block", of("sh"), ids=str)
+def test_sh_block(block: Block) -> None:
+    with in_repository():
+        for line in block.text.splitlines():
+            result = run_command(line)
+            assert result is None or result[0] == 0, f"{line!r}: {result[2]}"
+
+
+def _console(text: str) -> Iterator[tuple[str, list[str]]]:
+    command: str | None = None
+    shown: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("$ "):
+            if command is not None:
+                yield command, shown
+            command, shown = line[2:], []
+        else:
+            shown.append(line)
+    assert command is not None
+    yield command, shown
+
+
+@pytest.mark.parametrize("block", of("console"), ids=str)
+def test_console_block(block: Block) -> None:
+    with in_repository():
+        for command, shown in _console(block.text):
+            if command == "sdqlite repl":
+                _transcript(shown)
+                continue
+            result = run_command(command)
+            assert result is not None, command
+            code, out, err = result
+            error = bool(shown) and ": error: " in shown[0]
+            assert code == (1 if error else 0), f"{command!r}: {err}"
+            assert (err if error else out).splitlines() == shown, command
+
+
+def _transcript(shown: list[str]) -> None:
+    """Type the transcript's entries into the REPL; it answers what the README shows."""
+    if shown[:1] == [BANNER]:  # printed only on a terminal
+        shown = shown[1:]
+    typed = [s.removeprefix("sdql> ").removeprefix("  ... ") for s in shown
+             if s.startswith(("sdql> ", "  ... "))]
+    answers = [s for s in shown if not s.startswith(("sdql> ", "  ... "))]
+    code, out, _ = sdqlite(["repl"], "\n".join(typed) + "\n", merge=True)
+    assert code == 0
+    assert out.splitlines() == answers
+
+
+@pytest.mark.parametrize("block", of("sdql"), ids=str)
+def test_sdql_block(block: Block) -> None:
+    prog = parse_program(block.text)
+    ctx = {d.name: d.type for d in prog.decls}
+    if prog.expr is not None:
+        typecheck(prog.expr, ctx)
