@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(the paper '∇SD: Differentiable Programming for Sparse Tensors').")
     sub = ap.add_subparsers(dest="command", required=True)
     inp = {"action": "append", "default": [], "metavar": "NAME=PATH|VALUE",
-           "help": "data for an input: a .npy/.mtx file or a literal such as "
+           "help": "data for an input: a .npy/.mtx/.npz file or a literal such as "
                    "'{0 -> 1.5}'"}
 
     def backend_options(p: argparse.ArgumentParser, choose: bool = True) -> None:
@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--format", action="append", default=[], metavar="NAME=FORMAT",
                        help="the storage format of an input for the C++ backend (csr, csc, "
                             "coo, dense, dense_col, csf, dict); defaults follow the data: "
-                            ".mtx -> csr, .npy -> dense, literals -> dict")
+                            ".mtx/.npz -> csr (coo for a vector), .npy -> dense, literals -> dict")
         p.add_argument("--no-opt", action="store_true",
                        help="C++ backend: compile the program as the interpreter runs it "
                             "(no saturation or sparsity propagation)")
