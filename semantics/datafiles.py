@@ -111,8 +111,10 @@ def _mtx(p: Path, declared: Type | None) -> Any:
     if len(banner) > 1 and banner[1].lower() == b"vector":
         raise DataError("Matrix Market 'vector' files are not read; write the vector as an "
                         "n×1 matrix (scipy.io.mmwrite of a sparse column)")
-    rows, cols, _, layout, field, symmetry = _library(lambda: scipy.io.mminfo(p),
-                                                      "not a Matrix Market file")
+    rows, cols, entries, layout, field, symmetry = _library(lambda: scipy.io.mminfo(p),
+                                                            "not a Matrix Market file")
+    if entries > p.stat().st_size:  # each takes a byte at least: refuse before allocating
+        raise DataError(f"the size line promises {entries} entries, more than the file holds")
     if field == "complex":
         raise DataError("complex data has no SDQLite type (it is not truncated to its real "
                         "part)")
