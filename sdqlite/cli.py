@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sdqlite.ast import free_vars
 from sdqlite.errors import DataError, SDQLiteError, SDQLTypeError, format_error, internal_error
 from sdqlite.parser import Program, parse_program
+from sdqlite.paths import read_source
 from sdqlite.pipeline import Limits
 from sdqlite.session import HELP, declared_types, read_input, read_raw_input
 from semantics.run import Input
@@ -28,16 +29,12 @@ if TYPE_CHECKING:
 EXIT_ERROR, EXIT_INTERNAL = 1, 70
 
 
-def _source(path: str) -> tuple[str, str]:
-    if path == "-":
-        return sys.stdin.read(), "<stdin>"
-    p = Path(path)
-    if not p.is_file():
-        raise DataError(f"{path}: no such file")
-    try:
-        return p.read_text(encoding="utf-8"), path
-    except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: cannot read: {err}") from None
+def _source(args: argparse.Namespace) -> tuple[str, str]:
+    """The program's text and name; kept on ``args`` so that errors show its lines (stdin
+    can be read only once)."""
+    text = sys.stdin.read() if args.file == "-" else read_source(args.file)
+    args.source = text
+    return text, "<stdin>" if args.file == "-" else args.file
 
 
 def _inputs(program: Program, specs: Sequence[str]) -> dict[str, Input]:
@@ -48,7 +45,7 @@ def _inputs(program: Program, specs: Sequence[str]) -> dict[str, Input]:
 def cmd_check(args: argparse.Namespace) -> int:
     from semantics.run import check_program, context
 
-    text, name = _source(args.file)
+    text, name = _source(args)
     prog = parse_program(text)
     inputs = _inputs(prog, args.input)
     _, t = check_program(prog, context(prog, inputs))
@@ -100,7 +97,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from semantics.display import show_value
     from semantics.run import run
 
-    text, _ = _source(args.file)
+    text, _ = _source(args)
     prog = parse_program(text)
     if args.backend == "cpp":
         return _run_compiled(args, prog, None)
@@ -112,7 +109,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_cpp(args: argparse.Namespace) -> int:
-    text, _ = _source(args.file)
+    text, _ = _source(args)
     prog = parse_program(text)
     compiled = _compiled(args, prog, args.wrt)
     print(compiled.cpp(_raw_inputs(prog, args.input) if args.input else None), end="")
@@ -127,7 +124,7 @@ def cmd_grad(args: argparse.Namespace) -> int:
     from semantics.interp import evaluate
     from semantics.run import check_program, context
 
-    text, _ = _source(args.file)
+    text, _ = _source(args)
     prog = parse_program(text)
     if args.backend == "cpp":
         return _run_compiled(args, prog, args.wrt)
@@ -156,7 +153,7 @@ def cmd_opt(args: argparse.Namespace) -> int:
     from sdqlite.storage import resolve
     from semantics.run import check_program, context
 
-    text, _ = _source(args.file)
+    text, _ = _source(args)
     prog = parse_program(text)
     ctx = context(prog, _inputs(prog, args.input))
     elab, _ = check_program(prog, ctx)
@@ -237,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     inp = {"action": "append", "default": [], "metavar": "NAME=PATH|VALUE",
-           "help": "data for an input: a .npy/.mtx file or a literal such as '{0 -> 1.5}'"}
+           "help": "data for an input: a .npy/.mtx/.npz file or a literal such as "
+                   "'{0 -> 1.5}'"}
 
     def backend_options(p: argparse.ArgumentParser, choose: bool = True) -> None:
         if choose:
@@ -247,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--format", action="append", default=[], metavar="NAME=FORMAT",
                        help="the storage format of an input for the C++ backend (csr, csc, "
                             "coo, dense, dense_col, csf, dict); defaults follow the data: "
-                            ".mtx -> csr, .npy -> dense, literals -> dict")
+                            ".mtx/.npz -> csr (coo for a vector), .npy -> dense, literals -> dict")
         p.add_argument("--no-opt", action="store_true",
                        help="C++ backend: compile the program as the interpreter runs it "
                             "(no saturation or sparsity propagation)")
@@ -324,13 +322,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except SDQLiteError as err:
-        source, name = None, getattr(args, "file", "<input>")
-        if err.span is not None and name not in (None, "-"):
-            try:
-                source = Path(name).read_text(encoding="utf-8")
-            except OSError:
-                source = None
-        print(format_error(err, source, name if err.span is not None else "sdqlite"),
+        name = getattr(args, "file", None)
+        name = "<stdin>" if name == "-" else name
+        print(format_error(err, getattr(args, "source", None),
+                           name if err.span is not None and name else "sdqlite"),
               file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import numpy as np
-import scipy.io
 
 from sdqlite.anf import anf
 from sdqlite.ast import Expr, Gradient, free_vars
 from sdqlite.errors import DataError, SDQLiteError
 from sdqlite.fad import fad, tangent_context
 from sdqlite.parser import Decl, Program, parse_program
+from sdqlite.paths import read_source
 from sdqlite.printer import show
 from sdqlite.typecheck import typecheck
 from sdqlite.types import REAL, Type
 from semantics.convert import load
+from semantics.datafiles import names_data, read_data
 from semantics.display import read_value, show_value
 from semantics.extents import check_extents
 from semantics.interp import evaluate
@@ -28,14 +26,11 @@ IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*'*")  # as NAME in grammar.lark
 
 
 def read_input(spec: str, declared: Type | None = None) -> tuple[str, Input]:
-    """``NAME=PATH`` (a ``.npy`` or ``.mtx`` file) or ``NAME=VALUE`` (a literal such as
-    ``{0 -> 1.5}``; checked against the declared type when there is one)."""
-    name, sep, rhs = spec.partition("=")
-    name, rhs = name.strip(), rhs.strip()
-    if not sep or not IDENT.fullmatch(name):
-        raise DataError(f"expected an input as NAME=PATH or NAME=VALUE, found {spec!r}")
-    if rhs.endswith((".npy", ".mtx")) or Path(rhs).is_file():
-        value, t = load(rhs)
+    """``NAME=PATH`` (a data file, ``semantics/datafiles.py``) or ``NAME=VALUE`` (a literal
+    such as ``{0 -> 1.5}``; checked against the declared type when there is one)."""
+    name, rhs = _split(spec)
+    if names_data(rhs):
+        value, t = load(rhs, declared)
         return name, Input(value, t)
     try:
         value, t = read_value(rhs, declared)
@@ -45,32 +40,21 @@ def read_input(spec: str, declared: Type | None = None) -> tuple[str, Input]:
 
 
 def read_raw_input(spec: str, declared: Type | None = None) -> tuple[str, Any]:
-    """``NAME=PATH|VALUE`` for the compiled backend: a ``.npy`` file as its numpy array, a
-    ``.mtx`` file as its ``scipy.sparse`` matrix (or numpy array), a literal as a value."""
+    """``NAME=PATH|VALUE`` for the compiled backend: a data file as the numpy or
+    ``scipy.sparse`` array it holds (read and checked as for the interpreter), a literal
+    as a value."""
+    name, rhs = _split(spec)
+    if names_data(rhs):
+        return name, read_data(rhs, declared)
+    return name, read_input(spec, declared)[1].value
+
+
+def _split(spec: str) -> tuple[str, str]:
     name, sep, rhs = spec.partition("=")
     name, rhs = name.strip(), rhs.strip()
     if not sep or not IDENT.fullmatch(name):
         raise DataError(f"expected an input as NAME=PATH or NAME=VALUE, found {spec!r}")
-    if not (rhs.endswith((".npy", ".mtx")) or _is_file(rhs)):
-        return name, read_input(spec, declared)[1].value
-    path = Path(rhs)
-    if not _is_file(rhs):
-        raise DataError(f"{rhs}: no such file")
-    try:
-        if path.suffix == ".npy":
-            return name, np.load(path, allow_pickle=False)
-        if path.suffix == ".mtx":
-            return name, scipy.io.mmread(path)
-    except (ValueError, OSError, EOFError, TypeError) as err:
-        raise DataError(f"{rhs}: cannot read: {err}") from None
-    raise DataError(f"{rhs}: unknown file type {path.suffix!r} (expected .npy or .mtx)")
-
-
-def _is_file(text: str) -> bool:
-    try:
-        return Path(text).is_file()
-    except (OSError, ValueError):  # not a path this system can have
-        return False
+    return name, rhs
 
 
 def declared_types(program: Program) -> dict[str, Type]:
@@ -79,7 +63,7 @@ def declared_types(program: Program) -> dict[str, Type]:
 
 HELP = """\
 Enter an SDQLite expression to evaluate it, or a declaration `NAME : TYPE`.
-  :input NAME = VALUE | PATH   bind an input to a literal value or a .npy/.mtx file
+  :input NAME = VALUE | PATH   bind an input to a literal value or a .npy/.mtx/.npz file
   :type EXPR                   show the type of an expression
   :load FILE                   read a source file (its declarations, then its expression)
   :anf EXPR                    show the ANF of an expression (§5.1)
@@ -132,10 +116,7 @@ class Session:
                     self.types[name] = inp.type
                 return f"{name} : {self.types[name]}"
             case "load" | "l":
-                path = Path(arg)
-                if not path.is_file():
-                    raise DataError(f"{arg}: no such file")
-                self.source = path.read_text(encoding="utf-8")
+                self.source = read_source(arg)
                 return self.program(parse_program(self.source))
             case "anf":
                 return show(anf(self._elaborate(arg, ":anf EXPR")[0]))

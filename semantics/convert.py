@@ -1,9 +1,9 @@
 """Conversions between SDQLite values and numpy arrays, ``scipy.sparse`` matrices and files.
 
-* a 0-d ``.npy`` is a ``real`` (an ``int`` for an integer dtype), a 1-d one a dense
-  ``{dense_int -> real}``, a 2-d one a dense matrix ``{dense_int -> {dense_int -> real}}``;
-* a ``.mtx`` file (Matrix Market) is a sparse ``{int -> {int -> real}}``; explicit zeros
-  are dropped, as everywhere in a dictionary.
+A numpy array is nested dense arrays (a 0-d one a scalar); a ``scipy.sparse`` matrix a
+sparse ``{int -> {int -> real}}`` and a 1-d sparse array a ``{int -> real}`` (explicit
+zeros dropped, as everywhere in a dictionary).  What each data file means is
+``semantics/datafiles.py``'s table; ``load`` makes a value of what it reads.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.io
 import scipy.sparse
 
 from sdqlite.errors import DataError
 from sdqlite.types import INT, REAL, DictT, Type
+from semantics.datafiles import read_data
 from semantics.values import DenseArray, Value, dense, single
 
 
@@ -50,7 +50,18 @@ def from_numpy(arr: Any) -> tuple[Value, Type]:
 
 
 def from_scipy(m: Any) -> tuple[Value, Type]:
-    """A scipy sparse matrix as a sparse ``{int -> {int -> real}}`` (zeros dropped)."""
+    """A scipy sparse matrix as a sparse ``{int -> {int -> real}}``, a 1-d sparse array as
+    a ``{int -> real}`` (zeros dropped, duplicates added)."""
+    if m.ndim == 1:
+        vec = scipy.sparse.coo_array(m, copy=True)
+        if vec.dtype.kind not in "iuf":
+            raise DataError(f"sparse arrays of dtype {vec.dtype} have no SDQLite type")
+        vec = vec.astype(np.float64)
+        vec.sum_duplicates()
+        if not np.all(np.isfinite(vec.data)):
+            raise DataError("the array holds a number that is not finite (inf or nan)")
+        vec.eliminate_zeros()
+        return dict(zip(vec.coords[0].tolist(), vec.data.tolist(), strict=True)), DictT(REAL)
     coo = scipy.sparse.coo_matrix(m)
     if coo.dtype.kind not in "iuf":
         raise DataError(f"sparse matrices of dtype {coo.dtype} have no SDQLite type")
@@ -102,19 +113,9 @@ def to_scipy(v: dict[int, Any], shape: tuple[int, int]) -> Any:
     return scipy.sparse.csr_matrix((data, (rows, cols)), shape=shape)
 
 
-def load(path: str | Path) -> tuple[Value, Type]:
-    """Read a ``.npy`` or ``.mtx`` file as a value and its type."""
-    p = Path(path)
-    if not p.is_file():
-        raise DataError(f"{p}: no such file")
-    try:
-        if p.suffix == ".npy":
-            return from_numpy(np.load(p, allow_pickle=False))
-        if p.suffix == ".mtx":
-            m = scipy.io.mmread(p)
-            return from_scipy(m if scipy.sparse.issparse(m) else scipy.sparse.coo_matrix(m))
-    except DataError as err:
-        raise DataError(f"{p}: {err.message}") from None
-    except (ValueError, OSError, EOFError, TypeError) as err:
-        raise DataError(f"{p}: cannot read: {err}") from None
-    raise DataError(f"{p}: unknown file type {p.suffix!r} (expected .npy or .mtx)")
+def load(path: str | Path, declared: Type | None = None) -> tuple[Value, Type]:
+    """Read a data file (``.npy``, ``.mtx``, ``.npz``) as a value and its type; the
+    declared type of its input, when there is one, tells a vector from an n×1 matrix
+    and a real from an integer (``semantics/datafiles.py``)."""
+    data = read_data(path, declared)
+    return from_scipy(data) if scipy.sparse.issparse(data) else from_numpy(data)

@@ -1,0 +1,225 @@
+"""Data files, read and validated in one place for both backends.
+
+``read_data`` serves the interpreter (``semantics.convert.load``, which makes a value of
+what it returns) and the compiled backend (``sdqlite.session.read_raw_input``, which
+passes it on as it is): a numpy array (float64 or int64, finite) or a canonical
+``scipy.sparse`` array of float64 (duplicates added up, no zeros stored).
+
+| file | read as |
+|---|---|
+| `.npy`, n-d | n nested dense arrays `{dense_int -> …}` (0-d: a scalar) of `real`, or
+  of `int` for an integer dtype (`real` where a real is declared) |
+| `.mtx`, coordinate | a sparse matrix `{int -> {int -> real}}` |
+| `.mtx`, array | a dense matrix `{dense_int -> {dense_int -> real}}` |
+| `.npz` (`scipy.sparse.save_npz`) | a sparse matrix; a 1-d array a sparse vector `{int -> real}` |
+
+A `.mtx` or `.npz` matrix of shape n×1 or 1×n is a vector (`{int -> real}`; the array
+format `{dense_int -> real}`) when its input is declared with one dictionary layer.
+Matrix Market values are reals: `integer` ones too, `pattern` entries are 1.0, and
+`symmetric`, `skew-symmetric` and (real) `hermitian` files are expanded; such a file
+stores no entry above the diagonal (nor on it, skew-symmetric). Refused, naming the
+file: complex data (never truncated to its real part), dtypes other than float and int,
+numbers that are not finite, integers beyond 64 bits (or beyond 2^53 where they become
+reals, which would round them), wrong entry counts, indices outside the shape (Matrix
+Market's are 1-based), and whatever is not the file its suffix says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import scipy.io
+import scipy.sparse
+
+from sdqlite.errors import DataError
+from sdqlite.paths import path_kind, require_file
+from sdqlite.types import REAL, DictT, Type, scalar_of
+
+SUFFIXES = (".npy", ".mtx", ".npz")
+NPY_MAGIC, ZIP_MAGIC = b"\x93NUMPY", b"PK\x03\x04"
+EXACT = 2**53  # integers up to this are exactly 64-bit reals
+INT64 = np.iinfo(np.int64)
+
+T = TypeVar("T")
+
+
+def names_data(text: str) -> bool:
+    """Whether an input's text names a data file (else it is a literal value): it has a
+    data file's suffix, or names anything on disk (so a directory is an error, not a
+    literal)."""
+    return text.endswith(SUFFIXES) or path_kind(text) is not None
+
+
+def read_data(path: str | Path, declared: Type | None = None) -> Any:
+    """The numpy or ``scipy.sparse`` array a data file holds (the table above); the
+    declared type of its input, when there is one, tells a vector from an n×1 matrix and
+    a real from an integer."""
+    name = str(path)
+    p = require_file(name, "a data file")
+    if p.suffix not in SUFFIXES:
+        raise DataError(f"{name}: unknown file type {p.suffix!r} (expected .npy, .mtx or .npz)")
+    try:
+        with p.open("rb") as f:
+            head = f.read(len(NPY_MAGIC))
+        match p.suffix:
+            case ".npy":
+                return _npy(p, head, declared)
+            case ".mtx":
+                return _mtx(p, declared)
+        return _npz(p, head, declared)
+    except DataError as err:
+        raise DataError(f"{name}: {err.message}") from None
+    except OSError as err:
+        raise DataError(f"{name}: cannot read: {err.strerror or err}") from None
+
+
+def _library(read: Callable[[], T], what: str) -> T:
+    """A library reader's result; whatever it raises on bad bytes is a ``DataError``."""
+    try:
+        return read()
+    except Exception as err:  # readers of untrusted files raise anything (MemoryError too)
+        raise DataError(f"{what}: {err or type(err).__name__}") from None
+
+
+def _wants_vector(declared: Type | None) -> bool:
+    return isinstance(declared, DictT) and not isinstance(declared.val, DictT)
+
+
+# ---- .npy -----------------------------------------------------------------------------------
+
+
+def _npy(p: Path, head: bytes, declared: Type | None) -> Any:
+    if head.startswith(ZIP_MAGIC):
+        raise DataError("is a .npz archive, not a .npy array (a sparse matrix written by "
+                        "scipy.sparse.save_npz is read from a .npz file)")
+    if head != NPY_MAGIC:
+        raise DataError("not a .npy file (it does not start with numpy's magic string)")
+    arr = _library(lambda: np.load(p, allow_pickle=False), "not a valid .npy file")
+    real = declared is not None and scalar_of(declared) == REAL
+    return _dense(arr, real, lambda idx: f"the number at position {idx}" if idx else "the number")
+
+
+# ---- .mtx -----------------------------------------------------------------------------------
+
+
+def _mtx(p: Path, declared: Type | None) -> Any:
+    with p.open("rb") as f:
+        banner = f.readline(200).split()
+    if len(banner) > 1 and banner[1].lower() == b"vector":
+        raise DataError("Matrix Market 'vector' files are not read; write the vector as an "
+                        "n×1 matrix (scipy.io.mmwrite of a sparse column)")
+    rows, cols, entries, layout, field, symmetry = _library(lambda: scipy.io.mminfo(p),
+                                                            "not a Matrix Market file")
+    if entries > p.stat().st_size:  # each takes a byte at least: refuse before allocating
+        raise DataError(f"the size line promises {entries} entries, more than the file holds")
+    if field == "complex":
+        raise DataError("complex data has no SDQLite type (it is not truncated to its real "
+                        "part)")
+    if symmetry != "general" and rows != cols:
+        raise DataError(f"a {symmetry} matrix must be square, this one is {rows}×{cols}")
+    try:
+        m = _library(lambda: scipy.io.mmread(p), "not a valid Matrix Market file")
+    except DataError as err:
+        if "out of bounds" not in err.message:
+            raise
+        raise DataError(f"{err.message} (indices are 1-based, up to the size line's)") from None
+    if layout == "array":
+        arr = _dense(np.asarray(m), True,
+                     lambda idx: f"the entry at row {idx[0] + 1}, column {idx[1] + 1}")
+        if _wants_vector(declared) and 1 in arr.shape:
+            return arr.ravel()
+        return arr
+    if symmetry != "general":
+        _stored_triangle(p, symmetry)
+    return _sparse(scipy.sparse.coo_array(m), declared,
+                   lambda k: f"the entry at row {k[0] + 1}, column {k[1] + 1}")
+
+
+def _stored_triangle(p: Path, symmetry: str) -> None:
+    """A symmetric (hermitian) file stores entries on or below the diagonal only; a
+    skew-symmetric one strictly below (its diagonal is zero)."""
+    ij = _library(lambda: np.loadtxt(p, comments="%", usecols=(0, 1), dtype=np.int64,
+                                     ndmin=2), "not a valid Matrix Market file")[1:]
+    strict = symmetry == "skew-symmetric"
+    above = ij[:, 0] <= ij[:, 1] if strict else ij[:, 0] < ij[:, 1]
+    if above.any():
+        i, j = ij[int(np.argmax(above))].tolist()
+        where = "below the diagonal" if strict else "on or below the diagonal"
+        raise DataError(f"entry at row {i}, column {j} of a {symmetry} matrix: such a file "
+                        f"stores only entries {where}")
+
+
+# ---- .npz -----------------------------------------------------------------------------------
+
+
+def _npz(p: Path, head: bytes, declared: Type | None) -> Any:
+    if not head.startswith(ZIP_MAGIC):
+        hint = " (a .npy array? name it .npy)" if head == NPY_MAGIC else ""
+        raise DataError(f"not a .npz archive{hint}")
+    m = _library(lambda: scipy.sparse.load_npz(p),
+                 "not a sparse matrix written by scipy.sparse.save_npz")
+    if m.ndim not in (1, 2):
+        raise DataError(f"a {m.ndim}-d sparse array has no SDQLite type here (1-d or 2-d)")
+    if hasattr(m, "check_format"):  # compressed formats: are indices and pointers sound?
+        _library(lambda: m.check_format(full_check=True), "not a valid sparse matrix")
+    coo = scipy.sparse.coo_array(m)
+    for c, n in zip(coo.coords, coo.shape, strict=True):
+        if c.size and (c.min() < 0 or c.max() >= n):
+            raise DataError(f"an index is outside the shape {coo.shape}")
+    return _sparse(coo, declared, lambda k: f"the entry at key {k[0] if len(k) == 1 else k}")
+
+
+# ---- validation -----------------------------------------------------------------------------
+
+
+def _numbers(a: Any, real: bool, at: Callable[[tuple[int, ...]], str]) -> Any:
+    """``a``'s numbers as float64 (as int64 for integers, unless ``real``): finite, and
+    held exactly. ``at`` names the number at an index of ``a`` in messages."""
+    kind = a.dtype.kind
+    if kind == "c":
+        raise DataError("complex data has no SDQLite type (it is not truncated to its real "
+                        "part)")
+    if kind not in "iuf":
+        raise DataError(f"arrays of dtype {a.dtype} have no SDQLite type (use float or int)")
+
+    def first(bad: Any, why: str) -> DataError:
+        idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), a.shape))
+        return DataError(f"{at(idx)} is {a[idx]}: {why}")
+
+    if kind == "f":
+        if not np.isfinite(a).all():
+            raise first(~np.isfinite(a), "data must be finite numbers")
+        with np.errstate(over="ignore"):  # said below
+            out = a.astype(np.float64, order="C")
+        if not np.isfinite(out).all():
+            raise first(~np.isfinite(out), "beyond the range of 64-bit reals")
+        return out
+    if kind == "u" and a.size and a.max() > INT64.max:
+        raise first(a > INT64.max, "beyond 64-bit integers")
+    if not real:
+        return a.astype(np.int64, order="C")
+    if a.size and (a.min() < -EXACT or a.max() > EXACT):
+        raise first((a < -EXACT) | (a > EXACT), "a real would round it (beyond 2^53)")
+    return a.astype(np.float64, order="C")
+
+
+def _dense(a: Any, real: bool, at: Callable[[tuple[int, ...]], str]) -> Any:
+    return _numbers(np.asarray(a), real, at)  # C order, native byte order
+
+
+def _sparse(coo: Any, declared: Type | None, at: Callable[[tuple[int, ...]], str]) -> Any:
+    """A checked coo array as a canonical float64 array: a matrix (``csr_array``), or a
+    1-d ``coo_array`` for a vector."""
+    data = _numbers(coo.data, True,
+                    lambda e: at(tuple(int(c[e[0]]) for c in coo.coords)))
+    coords, shape = list(coo.coords), coo.shape
+    if len(shape) == 2 and _wants_vector(declared) and 1 in shape:
+        axis = 1 if shape[0] == 1 else 0
+        coords, shape = [coords[axis]], (shape[axis],)
+    out = scipy.sparse.coo_array((data, tuple(coords)), shape=shape)
+    out.sum_duplicates()
+    out.eliminate_zeros()
+    return out.tocsr() if len(shape) == 2 else out
