@@ -68,7 +68,16 @@ def format_error(err: SDQLiteError, source: str | None = None, filename: str = "
     text = lines[sp.line - 1].expandtabs(1)
     width = sp.end_col - sp.col if sp.end_line == sp.line and sp.end_col > sp.col else 1
     width = max(1, min(width, len(text) - sp.col + 1))
-    return f"{head}\n  {text}\n  {' ' * (sp.col - 1)}{'^' * width}"
+    # A bounded excerpt: at most EXCERPT characters of the line, the span's start in view.
+    lo = max(0, min(sp.col - 1 - EXCERPT // 4, len(text) - EXCERPT))
+    hi = lo + EXCERPT
+    left, right = ("..." if lo > 0 else ""), ("..." if hi < len(text) else "")
+    width = min(width, hi - (sp.col - 1))
+    caret = " " * (len(left) + sp.col - 1 - lo) + "^" * width
+    return f"{head}\n  {left}{text[lo:hi]}{right}\n  {caret}"
+
+
+EXCERPT = 100  # the most characters of a source line an error shows
 
 
 def internal_error(err: BaseException) -> str:

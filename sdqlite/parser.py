@@ -6,6 +6,8 @@ Entry points: ``parse_program`` (input declarations then an expression),
 
 from __future__ import annotations
 
+import sys
+
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -166,6 +168,10 @@ class _ToAst(Transformer[Token, Any]):
         return Var(str(name), span=_tspan(name))
 
     def int(self, meta: Any, tok: Token) -> Expr:
+        limit = sys.get_int_max_str_digits()  # Python's own bound on reading an integer
+        if limit and len(tok) > limit:
+            raise ParseError(f"integer literal of {len(tok)} digits is too long (at most "
+                             f"{limit})", _tspan(tok))
         return IntConst(int(tok), span=_tspan(tok))
 
     def real(self, meta: Any, tok: Token) -> Expr:

@@ -134,8 +134,17 @@ def _flexible(e: Expr) -> bool:
 def _as_real_literal(e: Expr, t: Type) -> Expr:
     """An integer literal next to a real operand is a real (``2 * x``, ``-1 * x``)."""
     if isinstance(e, IntConst) and scalar_of(t) == REAL:
-        return RealConst(float(e.value), span=e.span)
+        return _real_literal(e)
     return e
+
+
+def _real_literal(e: IntConst) -> RealConst:
+    """An integer literal read as a real (it must be a finite double)."""
+    try:
+        return RealConst(float(e.value), span=e.span)
+    except OverflowError:
+        raise SDQLTypeError(f"integer literal {str(e.value)[:20]}... is too large for a "
+                            "real", e.span) from None
 
 
 @_locate
@@ -262,7 +271,7 @@ def check(ctx: Ctx, e: Expr, want: Type) -> Expr:
     """Γ ⊢ e ⇐ T : check ``e`` against ``want`` and elaborate it."""
     match e:
         case IntConst(n) if isinstance(want, RealT):  # a numeric literal checked against real
-            return RealConst(float(n), span=e.span)
+            return _real_literal(e)
         case Empty(None) if isinstance(want, DictT):  # {} learns its type
             return Empty(want, span=e.span)
         case ArrayLit(elems) if isinstance(want, DictT) and want.dense:
