@@ -119,6 +119,11 @@ class EGraph(Generic[D]):
     def add_term(self, term: Term) -> ClassId:
         return self.add(ENode(term.op, tuple(self.add_term(c) for c in term.children)))
 
+    def lookup(self, node: ENode) -> ClassId | None:
+        """The class of ``node`` if the graph has it, without adding anything."""
+        found = self.memo.get(self.canonicalize(node))
+        return None if found is None else self.find(found)
+
     def lookup_term(self, term: Term) -> ClassId | None:
         """The class of ``term`` if the graph represents it, without adding anything."""
         kids = []
@@ -127,8 +132,7 @@ class EGraph(Generic[D]):
             if k is None:
                 return None
             kids.append(k)
-        found = self.memo.get(self.canonicalize(ENode(term.op, tuple(kids))))
-        return None if found is None else self.find(found)
+        return self.lookup(ENode(term.op, tuple(kids)))
 
     def union(self, a: ClassId, b: ClassId) -> ClassId:
         """Merge two classes; the invariants hold again after ``rebuild``."""

@@ -7,7 +7,6 @@ Entry points: ``parse_program`` (input declarations then an expression),
 from __future__ import annotations
 
 import sys
-
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path

@@ -8,6 +8,7 @@ fires.  It takes and returns elaborated programs and reports how often each rule
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, replace
 
@@ -25,7 +26,7 @@ from sdqlite.ast import (
 )
 from sdqlite.names import NameSupply, names_in, substitute
 from sdqlite.rules import NORMALIZATION, SPARSITY, Rule, family
-from sdqlite.typecheck import Ctx, synth, typecheck
+from sdqlite.typecheck import Ctx, NodeTypes, bind, typecheck
 from sdqlite.types import INT, DictT
 
 MAX_ROUNDS = 100
@@ -36,55 +37,79 @@ class PassResult:
     program: Expr
     fired: Counter[str]
     rounds: int
+    stop: str = "done"  # or "time limit": the rounds finished before the deadline
 
 
-def rewrite(e: Expr, ctx: Ctx, rules: tuple[Rule, ...]) -> PassResult:
-    """Apply ``rules`` bottom-up until none applies; the result is elaborated again."""
+class _Deadline(Exception):
+    pass
+
+
+def rewrite(e: Expr, ctx: Ctx, rules: tuple[Rule, ...], deadline: float | None = None
+            ) -> PassResult:
+    """Apply ``rules`` bottom-up until none applies, or until ``deadline`` (a
+    ``time.perf_counter()`` instant) passes: then the program of the last whole round is
+    the result (every round keeps meaning).  The result is elaborated again."""
     names = NameSupply(names_in(e) | set(ctx))
     fired: Counter[str] = Counter()
-    rounds = 0
+    rounds, stop = 0, "done"
     for rounds in range(1, MAX_ROUNDS + 1):  # noqa: B007 - reported
-        before = sum(fired.values())
-        e = _bottom_up(e, ctx, rules, names, fired)
-        if sum(fired.values()) == before:
+        this_round: Counter[str] = Counter()
+        try:  # the types of e's nodes, once a round: a rewrite keeps its node's type
+            e = _bottom_up(e, ctx, _Walk(rules, names, this_round, NodeTypes(ctx, e),
+                                         deadline))
+        except _Deadline:
+            stop = "time limit"
+            break
+        fired += this_round
+        if not this_round:
             break
     elab, _ = typecheck(e, ctx)
-    return PassResult(elab, fired, rounds)
+    return PassResult(elab, fired, rounds, stop)
 
 
-def _bottom_up(e: Expr, ctx: Ctx, rules: tuple[Rule, ...], names: NameSupply,
-               fired: Counter[str]) -> Expr:
+@dataclass(frozen=True)
+class _Walk:
+    rules: tuple[Rule, ...]
+    names: NameSupply
+    fired: Counter[str]
+    types: NodeTypes
+    deadline: float | None
+
+
+def _bottom_up(e: Expr, ctx: Ctx, w: _Walk) -> Expr:
+    if w.deadline is not None and time.perf_counter() > w.deadline:
+        raise _Deadline
+
     def go(x: Expr, scope: Ctx = ctx) -> Expr:
-        return _bottom_up(x, scope, rules, names, fired)
+        return _bottom_up(x, scope, w)
 
     match e:
         case Sum(k, v, dom, body):
-            dom2 = go(dom)
-            dt = synth(ctx, dom2)[1]
+            dt = w.types(ctx, dom)
             assert isinstance(dt, DictT)
-            inner = {**ctx, **{x: t for x, t in ((k, INT), (v, dt.val)) if x != "_"}}
-            e = replace(e, dom=dom2, body=go(body, inner))
+            e = replace(e, dom=go(dom), body=go(body, bind(ctx, **{k: INT, v: dt.val})))
         case Let(x, rhs, body):
-            rhs2 = go(rhs)
-            e = replace(e, rhs=rhs2, body=go(body, {**ctx, x: synth(ctx, rhs2)[1]}))
+            rt = w.types(ctx, rhs)
+            e = replace(e, rhs=go(rhs), body=go(body, bind(ctx, **{x: rt})))
         case _:
             e = map_children(e, go)
-    for rule in rules:
+    for rule in w.rules:
         m = rule.match(e, ctx)
         if m is not None:
-            fired[rule.name] += 1
-            return _bottom_up(rule.apply(m, names), ctx, rules, names, fired)
+            w.fired[rule.name] += 1
+            return _bottom_up(rule.apply(m, w.names), ctx, w)
     return e
 
 
-def sparsity_propagation(e: Expr, ctx: Ctx) -> PassResult:
+def sparsity_propagation(e: Expr, ctx: Ctx, deadline: float | None = None) -> PassResult:
     """Fig. fig:trans, first group, with the constant propagation of ``let x = zero``."""
-    return rewrite(e, ctx, family(SPARSITY))
+    return rewrite(e, ctx, family(SPARSITY), deadline)
 
 
-def normalize_multiplication(e: Expr, ctx: Ctx) -> PassResult:
+def normalize_multiplication(e: Expr, ctx: Ctx, deadline: float | None = None
+                             ) -> PassResult:
     """Fig. fig:trans, second group: tensor products become sums of scalar products."""
-    return rewrite(e, ctx, family(NORMALIZATION))
+    return rewrite(e, ctx, family(NORMALIZATION), deadline)
 
 
 def iterated_key_lookup(e: Expr, ctx: Ctx) -> PassResult:

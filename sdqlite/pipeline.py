@@ -10,7 +10,9 @@ normalized.  Storage composition (§5.3) runs when some input has a storage form
 than ``dict``: it binds the input to its format's definition over its flat arrays, so
 from there on the program's inputs (each stage's ``ctx``) are those arrays.
 Normalization can be left out (``normalize=False``) to measure its effect
-(Fig. fig:batax:opt).  Every stage's program is kept (``Stage``), with what it did:
+(Fig. fig:batax:opt).  ``Limits.time_limit`` bounds each saturation's search and each
+rewriting pass (sparsity propagation, normalization: the rounds done in time are kept);
+the other stages are linear in the program.  Every stage's program is kept (``Stage``), with what it did:
 rules fired, e-graph size, iterations, cost before and after, time.
 """
 
@@ -59,6 +61,9 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = 
         stages.append(Stage(name, program, time.perf_counter() - start, report,
                             dict(here["ctx"])))
 
+    def deadline() -> float:  # a rewriting pass stops after its last round within this
+        return time.perf_counter() + limits.time_limit
+
     def saturate(x: Expr) -> tuple[Expr, dict[str, object]]:
         r = optimize(x, here["ctx"], iter_limit=limits.iter_limit,
                      node_limit=limits.node_limit, time_limit=limits.time_limit)
@@ -73,9 +78,11 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = 
         stage("ANF", lambda x: (typecheck(anf(x), ctx)[0], {}))
         stage(f"AD (gradient w.r.t. {wrt})",
               lambda x: (typecheck(gradient(x, wrt, ctx), ctx)[0], {}))
-        stage("sparsity propagation", lambda x: _pass(sparsity_propagation(x, ctx)))
+        stage("sparsity propagation",
+              lambda x: _pass(sparsity_propagation(x, ctx, deadline())))
         stage("iterated-key lookups", lambda x: _pass(iterated_key_lookup(x, ctx)))
-        stage("sparsity propagation (again)", lambda x: _pass(sparsity_propagation(x, ctx)))
+        stage("sparsity propagation (again)",
+              lambda x: _pass(sparsity_propagation(x, ctx, deadline())))
         stage("saturation (post-differentiation)", saturate)
     stored = {x: f for x, f in (formats or {}).items() if not f.identity}
     if stored.keys() & free_vars(stages[-1].program):
@@ -90,7 +97,7 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = 
         stage("saturation (storage)", saturate)
     if normalize:
         stage("multiplication normalization",
-              lambda x: _pass(normalize_multiplication(x, here["ctx"])))
+              lambda x: _pass(normalize_multiplication(x, here["ctx"], deadline())))
     return stages
 
 
@@ -116,4 +123,5 @@ def as_source(e: Expr, ctx: Ctx) -> str:
 
 
 def _pass(result: PassResult) -> tuple[Expr, dict[str, object]]:
-    return result.program, {"rules fired": dict(result.fired)}
+    stop = {} if result.stop == "done" else {"stop": result.stop}
+    return result.program, {"rules fired": dict(result.fired), **stop}

@@ -808,8 +808,14 @@ def optimize(e: Expr, ctx: Ctx, *, rules: list[str] | None = None,
 
 
 def _term_cost(g: EGraph[Info], t: Term, cost: Callable[[ENode, list[float]], float]) -> float:
-    """The cost of a term already in ``g`` (its children's classes give their types)."""
-    ids = tuple(g.lookup_term(c) for c in t.children)
-    assert all(i is not None for i in ids), "the term was added to the e-graph"
-    kids = [_term_cost(g, c, cost) for c in t.children]
-    return cost(ENode(t.op, tuple(i for i in ids if i is not None)), kids)
+    """The cost of a term already in ``g`` (its children's classes give their types),
+    bottom-up: each sub-term is looked up once."""
+
+    def go(t: Term) -> tuple[ClassId, float]:
+        kids = [go(c) for c in t.children]
+        node = ENode(t.op, tuple(cid for cid, _ in kids))
+        cid = g.lookup(node)
+        assert cid is not None, "the term was added to the e-graph"
+        return cid, cost(node, [c for _, c in kids])
+
+    return go(t)[1]

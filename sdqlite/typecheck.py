@@ -270,7 +270,7 @@ def synth(ctx: Ctx, e: Expr) -> tuple[Expr, Type]:
 def check(ctx: Ctx, e: Expr, want: Type) -> Expr:
     """Γ ⊢ e ⇐ T : check ``e`` against ``want`` and elaborate it."""
     match e:
-        case IntConst(n) if isinstance(want, RealT):  # a numeric literal checked against real
+        case IntConst() if isinstance(want, RealT):  # a numeric literal checked against real
             return _real_literal(e)
         case Empty(None) if isinstance(want, DictT):  # {} learns its type
             return Empty(want, span=e.span)
