@@ -328,6 +328,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                            name if err.span is not None and name else "sdqlite"),
               file=sys.stderr)
         return EXIT_ERROR
+    except (RecursionError, MemoryError) as err:  # a limit of this machine, not a bug
+        name = getattr(args, "file", None)
+        what = ("nested too deeply to process (Python's recursion limit)"
+                if isinstance(err, RecursionError) else "too large: out of memory")
+        print(f"{'<stdin>' if name == '-' else name or 'sdqlite'}: error: the input is {what}",
+              file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # the reader went away (`sdqlite eval f | head`)
