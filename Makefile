@@ -48,6 +48,7 @@ sanitize: setup
 bench: setup
 	$(BIN)/python -m benchmarks.optimizer
 	$(BIN)/python -m benchmarks.kernels
+	$(BIN)/python -m benchmarks.interpreter
 
 properties: setup
 	HYPOTHESIS_PROFILE=$(PROFILE) $(BIN)/pytest properties

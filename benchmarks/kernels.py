@@ -94,7 +94,7 @@ KERNELS: dict[str, KernelSpec] = {
         lambda n, d: d * n * n + n),
     # f(i) = V1(i) + V2(i):  df/dV1 = the identity
     "VVA": KernelSpec(
-        f"V1 : {DVEC}\nV2 : {SVEC}\nsum(<i, a> in V1) {{ i -> a }} + V2",
+        f"V1 : {DVEC}\nV2 : {SVEC}\n(sum(<i, a> in V1) {{ i -> a }}) + V2",
         "V1", "V2",
         lambda n, d, rng: {"V1": rng.uniform(-1, 1, n), "V2": _vector(n, d, rng)},
         lambda x: sp.identity(len(x["V1"]), format="csr"),

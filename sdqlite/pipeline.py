@@ -12,8 +12,8 @@ from there on the program's inputs (each stage's ``ctx``) are those arrays.
 Normalization can be left out (``normalize=False``) to measure its effect
 (Fig. fig:batax:opt).  ``Limits.time_limit`` bounds each saturation's search and each
 rewriting pass (sparsity propagation, normalization: the rounds done in time are kept);
-the other stages are linear in the program.  Every stage's program is kept (``Stage``), with what it did:
-rules fired, e-graph size, iterations, cost before and after, time.
+the other stages are linear in the program.  Every stage's program is kept (``Stage``),
+with what it did: rules fired, e-graph size, iterations, cost before and after, time.
 """
 
 from __future__ import annotations
