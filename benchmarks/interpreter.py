@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,7 +28,7 @@ from benchmarks.kernels import KERNELS, P, machine
 from sdqlite.gradient import gradient
 from sdqlite.parser import parse_program
 from sdqlite.typecheck import typecheck
-from semantics.convert import from_numpy, from_scipy, sparse_vector, to_numpy
+from semantics.convert import from_numpy, from_scipy, sparse_vector, to_numpy, to_scipy
 from semantics.display import show_value
 from semantics.interp import evaluate
 from semantics.values import Value
@@ -96,18 +96,17 @@ def to_value(x: Any) -> Value:
     return float(x)
 
 
-def as_array(v: Value, shape: tuple[int, ...]) -> Any:
-    """The interpreter's result as a dense numpy array of ``shape`` (a scalar as is)."""
-    if not shape:
-        return float(v)
-    return to_numpy(v, shape)
-
-
-def agree(got: Any, want: Any) -> bool:
-    want = cast(Any, want).toarray() if sp.issparse(want) else np.asarray(want, dtype=float)
-    got = np.asarray(got, dtype=float)
+def agree(got: Value, want: Any) -> bool:
+    """The interpreter's result against the formula's (a sparse one compared sparse)."""
+    if sp.issparse(want):
+        w: Any = want
+        diff = abs(to_scipy(got, w.shape) - w)
+        scale = max(1.0, float(abs(w).max())) if w.nnz else 1.0
+        return bool(diff.nnz == 0 or diff.max() <= 1e-9 * scale)
+    want = np.asarray(want, dtype=float)
+    out = np.asarray(to_numpy(got, want.shape) if want.shape else float(got), dtype=float)
     scale = max(1.0, float(np.abs(want).max())) if want.size else 1.0
-    return got.shape == want.shape and bool(np.all(np.abs(got - want) <= 1e-9 * scale))
+    return out.shape == want.shape and bool(np.all(np.abs(out - want) <= 1e-9 * scale))
 
 
 def best_of(fn: Callable[[], Any], repeat: int) -> float:
@@ -162,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                 out = evaluate(program, env)
                 times.append(time.perf_counter() - start)
                 want = formula(data)
-                if not agree(as_array(out, np.shape(want)), want):
+                if not agree(out, want):
                     wrong = f"  WRONG at {nnz} entries"
                 start = time.perf_counter()
                 show_value(out)
