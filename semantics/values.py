@@ -77,7 +77,7 @@ def is_zero(v: Value) -> bool:
         return not v
     if isinstance(v, DenseArray | _OwnedArray):
         return all(is_zero(x) for x in v.items)
-    if isinstance(v, bool):
+    if isinstance(v, float | int | Fraction):  # bool is an int: not v
         return not v
     if is_sympy(v):
         import sympy
