@@ -9,7 +9,7 @@ CXX    ?= g++
 SYSTEM_PACKAGES := python3-venv make g++ libboost1.81-dev
 SANITIZE_FLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
-.PHONY: setup check-system examples test sanitize properties bench clean
+.PHONY: setup check-system examples test sanitize properties bench mutation mutation-quick clean
 
 setup: check-system $(VENV)/.installed
 
@@ -33,7 +33,7 @@ examples: setup
 	$(BIN)/sdqlite examples
 
 test: setup
-	$(BIN)/ruff check sdqlite semantics codegen properties paper_examples tests benchmarks
+	$(BIN)/ruff check sdqlite semantics codegen properties paper_examples tests benchmarks mutation
 	$(BIN)/mypy
 	HYPOTHESIS_PROFILE=$(PROFILE) $(BIN)/pytest
 	$(MAKE) --no-print-directory sanitize
@@ -49,6 +49,15 @@ bench: setup
 	$(BIN)/python -m benchmarks.optimizer
 	$(BIN)/python -m benchmarks.kernels
 	$(BIN)/python -m benchmarks.interpreter
+
+# The gate's own strength: plant each mutant of mutation/operators.py's table in the AD,
+# rewrite, semantics and backend modules and run the tests that reach it (README, Testing).
+mutation: setup
+	$(BIN)/python -m mutation --report
+
+# A seeded sample of 15 mutants per module: a check before stopping.
+mutation-quick: setup
+	$(BIN)/python -m mutation --quick
 
 properties: setup
 	HYPOTHESIS_PROFILE=$(PROFILE) $(BIN)/pytest properties

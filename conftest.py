@@ -4,14 +4,17 @@
 * ``ci`` (default when CI is set): 300 examples, derandomized, so a CI run is reproducible;
 * ``thorough``: 2000 examples per property, for deep runs;
 * ``sanitize``: 60 examples, derandomized, for the C++ agreement property built with the
-  sanitizers (``make sanitize``, run by ``make test``).
+  sanitizers (``make sanitize``, run by ``make test``);
+* ``mutation``: ``ci`` without shrinking, for ``make mutation``: a test fails on the
+  same first example as under ``ci`` (the examples are the same), and a mutant's run
+  stops there instead of shrinking it.
 
 Choose with HYPOTHESIS_PROFILE=dev|ci|thorough (``make test PROFILE=thorough``).
 """
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 _common = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("dev", max_examples=100, **_common)
@@ -20,5 +23,7 @@ settings.register_profile("ci", max_examples=300, derandomize=True, database=Non
 settings.register_profile("thorough", max_examples=2000, **_common)
 settings.register_profile("sanitize", max_examples=60, derandomize=True, database=None,
                           print_blob=True, **_common)
+settings.register_profile("mutation", settings.get_profile("ci"),
+                          phases=[Phase.explicit, Phase.generate])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI")
                                                                else "dev"))

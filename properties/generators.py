@@ -451,9 +451,10 @@ SIZED_CTX: Ctx = {"x": DictT(REAL, dense=True, extent="n"), "V1": DictT(REAL, ex
 @st.composite
 def sized_environments(draw: Draw, nonempty: bool = False) -> dict[str, Value]:
     """ρ obeying SIZED_CTX's sizes (x may hold zeros: every position is stored); with
-    ``nonempty``, n ≥ 2, m from 1 to 6 (often above n), every sparse vector an entry."""
+    ``nonempty``, n ≥ 2, m from 1 to 6, every sparse vector an entry (m is often above n:
+    a key of M's rows need not be a position of x)."""
     n = draw(st.integers(2 if nonempty else 0, 4))
-    m = draw(st.integers(1, 6) if nonempty else st.integers(0, 3))
+    m = draw(st.integers(1, 6) if nonempty else st.integers(0, 5))
     q = values(REAL, exact=True)
 
     def vector() -> dict[int, Value]:
@@ -479,7 +480,8 @@ def sized_programs(draw: Draw) -> tuple[Expr, str]:
     generated program, or one that reads x (or X2) at keys iterated from sized layers,
     where lookups within an extent apply: ``sum(<k, v> in D) let w = x(k) in G`` for
     D = V1, M(c) or a row of M, or ``sum(<i, r> in M) sum(<k, v> in r) let w = X2(i)(k)
-    in G``; G generated."""
+    in G``; G generated.  Or one where they do not: k iterates M's rows, whose declared
+    size m is not x's n (``sum(<k, r> in M) sum(<i, v> in r) let w = x(k) in G``)."""
     ctx = dict(SIZED_CTX)
     wrt = draw(st.sampled_from(["x", "X2"]))
     if draw(st.booleans()):
@@ -488,14 +490,17 @@ def sized_programs(draw: Draw) -> tuple[Expr, str]:
                       type=draw(st.sampled_from([REAL, DictT(REAL)])), lang=PHYSICAL))
     read = Lookup(Lookup(Var("X2"), Var("i")), Var("k")) if wrt == "X2" else \
         Lookup(Var("x"), Var("k"))
-    inner = Let("w", read, g.expr)
-    match draw(st.sampled_from(["V1", "M(c)", "rows of M"])) if wrt == "x" else "rows of M":
+    inner = Let("w", read, Mul(Var("w"), g.expr) if draw(st.booleans()) else g.expr)
+    match draw(st.sampled_from(["V1", "M(c)", "rows of M", "keys of M"])) if wrt == "x" \
+            else draw(st.sampled_from(["rows of M", "keys of M"])):
         case "V1":
             e: Expr = Sum("k", "v", Var("V1"), inner)
         case "M(c)":
             e = Sum("k", "v", Lookup(Var("M"), IntConst(draw(st.integers(0, 2)))), inner)
-        case _:
+        case "rows of M":
             e = Sum("i", "r", Var("M"), Sum("k", "v", Var("r"), inner))
+        case _:  # k iterates M's rows (extent m), not a layer of x's extent n
+            e = Sum("k", "r", Var("M"), Sum("i", "v", Var("r"), inner))
     return typecheck(e, ctx)[0], wrt
 
 
@@ -518,3 +523,112 @@ def flat_values(flat: dict[str, Any], fmt: Format) -> dict[str, Value]:
         x = flat[p]
         out[p] = int(x) if t == INT else dense(np.asarray(x).tolist())
     return out
+
+
+# ---- the shapes the rules' guards are about ---------------------------------------------
+
+#: inputs of the guard-shaped programs: a sparse vector and matrix, a dense vector, a
+#: real and an int, whose names binders may shadow
+SHAPE_CTX: Ctx = {"V": SPARSE1, "M": SPARSE2, "a": DENSE_REAL, "s": REAL, "n": INT}
+
+
+@st.composite
+def guard_shapes(draw: Draw) -> Generated:
+    """A program around a left side of a guarded rule, with holes generated in their
+    scopes, in the variations the guards tell apart (issue: the generators never made
+    the programs on which a weakened guard is wrong):
+
+    * vertical fusion ``sum(<k1,v1> in sum(<k2,v2> in D) {key -> b1}) b2``: b1 often
+      zero for some entries, b2 strict in v1 or not, or the sum of a strict and a
+      non-strict operand; the key k2, unique(k2) or unique(v2);
+    * sum-to-get ``sum(<k,v> in D) if k = i then b``: i independent of the binders or
+      reading k or v, b strict in v or not;
+    * sum factorization ``sum(<k,v> in D) f1 * f2`` and ``sum(<k,v> in D) {i -> b}``:
+      factors and keys that use the key only, the value only, both or neither;
+    * ranges whose bounds depend on an outer binder, ``sum(<k,v> in (j+c1 : j+c2)) b``
+      with b reading ``(k+c1 : k+c2)(k)`` or ``(j+c1 : j+c2)(k)``;
+    * binders that shadow an input (``sum(<k, s> in V) ...`` where s is real outside).
+    """
+    names = Names()
+    ctx = dict(SHAPE_CTX)
+
+    def g(scope: Ctx, t: Type, depth: int = 2) -> Expr:
+        return gen(draw, scope, t, draw(st.integers(0, depth)), names, PHYSICAL)
+
+    def binder(stem: str) -> str:  # sometimes an input's name: a shadowed binder
+        return draw(st.sampled_from(["s", "n", "V"])) if draw(st.integers(0, 5)) == 0 \
+            else names.fresh(draw, stem)
+
+    def domain() -> tuple[Expr, Type]:
+        return draw(st.sampled_from([  # type: ignore[no-any-return]
+            (Var("V"), REAL), (Var("a"), REAL), (Lookup(Var("M"), IntConst(1)), REAL),
+            (Var("M"), SPARSE1), (Range(IntConst(0), IntConst(3)), INT)]))
+
+    def scalar(scope: Ctx, v: str, vt: Type, t: Type) -> Expr:
+        """Of type t (real or a sparse vector): strict in v, not, or a sum of both."""
+        strict = Mul(Var(v), g(scope, t)) if vt == REAL else (
+            Mul(Lookup(Var(v), IntConst(draw(st.integers(0, 2)))), g(scope, t))
+            if vt == SPARSE1 else g(scope, t))
+        other = g(scope, t)
+        chosen: Expr = draw(st.sampled_from([strict, other, Add(strict, other),
+                                             Add(other, strict)]))
+        return chosen
+
+    kind = draw(st.sampled_from(["fusion", "sum-to-get", "factor", "range", "range",
+                                 "shadow"]))
+    t = draw(st.sampled_from([REAL, SPARSE1]))
+    dom, vt = domain()
+    k, v = names.fresh(draw, "k"), binder("v")
+    inner = _bind(ctx, **{k: INT, v: vt})
+    unshadowed = {x: s for x, s in ctx.items() if x not in (k, v)}  # for independent holes
+    n = [Var("n")] if "n" in unshadowed else []
+    match kind:
+        case "fusion":
+            t1 = draw(st.sampled_from([REAL, SPARSE1]))
+            b1 = scalar(inner, v, vt, t1)
+            if draw(st.booleans()):  # zero at the other keys: entries the inner sum drops
+                b1 = If(Eq(Var(k), IntConst(draw(st.integers(0, 2)))), b1)
+            key = draw(st.sampled_from([Var(k), Unique(Var(k))] + (
+                [Unique(Var(v))] if vt == INT else [])))
+            k1, v1 = names.fresh(draw, "k"), binder("v")
+            b2 = scalar(_bind(ctx, **{k1: INT, v1: t1}), v1, t1, t)
+            e: Expr = Sum(k1, v1, Sum(k, v, dom, Single(key, b1)), b2)
+        case "sum-to-get":
+            i = draw(st.sampled_from([IntConst(draw(st.integers(0, 2))), *n,
+                                      Add(Var(k), IntConst(1))] + (
+                [Var(v)] if vt == INT else [])))
+            e = Sum(k, v, dom, If(Eq(Var(k), i), scalar(inner, v, vt, t)))
+        case "factor":
+            def factor(ft: Type) -> Expr:
+                uses = draw(st.sampled_from(["none", "key", "value", "both"]))
+                base = g(unshadowed, ft)
+                by_key = If(Eq(Var(k), IntConst(draw(st.integers(0, 2)))), base)
+                return {"none": base, "key": by_key, "value": scalar(inner, v, vt, ft),
+                        "both": Add(by_key, scalar(inner, v, vt, ft))}[uses]
+            if draw(st.booleans()):
+                t1, t2 = draw(st.sampled_from(splits(t)))
+                e = Sum(k, v, dom, Mul(factor(t1), factor(t2)))
+            else:
+                t = SPARSE1
+                key = draw(st.sampled_from([IntConst(draw(st.integers(0, 2))), *n,
+                                            Var(k), Add(Var(k), IntConst(1))]))
+                e = Sum(k, v, dom, Single(key, factor(REAL)))
+        case "range":
+            j, u = names.fresh(draw, "j"), names.fresh(draw, "u")
+            c1, c2 = draw(st.integers(0, 2)), draw(st.integers(1, 3))
+            outer = _bind(ctx, **{j: INT, u: vt})
+            scope = _bind(outer, **{k: INT, v: INT})
+
+            def rng(x: str) -> Expr:
+                return Range(Add(Var(x), IntConst(c1)), Add(Var(x), IntConst(c2)))
+            at = draw(st.sampled_from([(k, k), (j, k), (k, j)]))
+            body = Var(v) if draw(st.integers(0, 3)) == 0 else Lookup(rng(at[0]), Var(at[1]))
+            e = Sum(j, u, dom, Sum(k, v, rng(j), Single(body, g(scope, REAL, 1))))
+        case _:
+            x = draw(st.sampled_from(["s", "n"]))
+            xt = ctx[x]
+            b = g(_bind(ctx, **{k: INT, x: vt}), t)
+            outside = g(ctx, REAL)
+            e = Mul(Mul(Var("s"), outside), Sum(k, x, dom, b)) if xt == REAL else \
+                Add(Sum(k, x, dom, b), g(ctx, t))
+    return Generated(ctx, e, typecheck(e, ctx)[1])

@@ -15,7 +15,15 @@ from collections.abc import Iterator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from properties.generators import LOGICAL, PHYSICAL, Draw, Generated, environments, programs
+from properties.generators import (
+    LOGICAL,
+    PHYSICAL,
+    Draw,
+    Generated,
+    environments,
+    guard_shapes,
+    programs,
+)
 from sdqlite.ast import Expr, Let, Sum, children
 from sdqlite.errors import SDQLiteError
 from sdqlite.fad import is_discrete
@@ -50,7 +58,11 @@ def places(e: Expr, ctx: Ctx) -> Iterator[tuple[Expr, Ctx]]:
 
 @st.composite
 def rewrite_sites(draw: Draw) -> tuple[Generated, Expr]:
-    """A generated program, elaborated, and half the time its gradient."""
+    """A generated program, elaborated, and half the time its gradient; a quarter of the
+    programs are shaped around a guarded rule's left side (``guard_shapes``)."""
+    if draw(st.integers(0, 3)) == 0:
+        shaped = draw(guard_shapes())
+        return shaped, typecheck(shaped.expr, shaped.ctx)[0]
     lang = draw(st.sampled_from([LOGICAL, PHYSICAL]))
     g = draw(programs(lang=lang))
     elab, _ = typecheck(g.expr, g.ctx)

@@ -9,6 +9,10 @@
 * Scoping (``saturation._scoped``): after saturation with every rule, each class's typed
   free de Bruijn indices are those of each of its nodes — no union merged classes of
   different scopes — and the root's are none, so every extracted program is closed.
+* The same on programs shaped around the guarded rules' left sides
+  (``generators.guard_shapes``: sums of a strict and a non-strict operand, keys and
+  factors using one binder of two, ranges whose bounds depend on an outer binder,
+  shadowed binders), each rule alone and all together.
 * Every rule fires on some generated program.
 * Every guard is needed: without it the rule rewrites some instance wrongly
   (``SATURATION_GUARD_COUNTEREXAMPLES``, one entry per guard of every guarded rule but
@@ -22,7 +26,7 @@ from collections import Counter
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from properties.generators import Generated
+from properties.generators import Generated, guard_shapes
 from properties.test_rules import assert_same_meaning, rewrite_sites
 from sdqlite.ast import Expr
 from sdqlite.egraph import EGraph, Rewrite, ematch, extract, run
@@ -64,6 +68,22 @@ def test_each_rule_alone_is_sound(site: Site, rule: str, data: st.DataObject) ->
     result = optimize(elab, g.ctx, rules=[rule], **LIMITS)  # type: ignore[arg-type]
     assert result.cost_after <= result.cost_before
     assert_same_meaning(site, result.program, data)
+
+
+@given(guard_shapes(), st.sampled_from(sorted(SATURATION_RULES)), st.data())
+def test_each_rule_alone_is_sound_on_the_shapes_of_its_guards(
+        g: Generated, rule: str, data: st.DataObject) -> None:
+    site = (g, typecheck(g.expr, g.ctx)[0])
+    result = optimize(site[1], g.ctx, rules=[rule], **LIMITS)  # type: ignore[arg-type]
+    assert_same_meaning(site, result.program, data)
+
+
+@given(guard_shapes(), st.data())
+def test_saturation_is_sound_on_the_shapes_of_the_guards(g: Generated,
+                                                         data: st.DataObject) -> None:
+    site = (g, typecheck(g.expr, g.ctx)[0])
+    assert_same_meaning(site, optimize(site[1], g.ctx, **LIMITS).program,  # type: ignore[arg-type]
+                        data)
 
 
 @given(rewrite_sites(), st.data())

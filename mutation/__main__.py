@@ -1,0 +1,235 @@
+"""``python -m mutation``: the mutation score of the test suite (``make mutation``).
+
+Every mutant of the operators' table (``mutation/operators.py``) in the modules of
+``runner.TARGETS`` is run against the tests that reach it (``runner``); the score of a
+module is the share of its non-equivalent mutants that a test kills, for ``properties/``
+alone and for the whole suite.  Survivors are printed with their diff.  Mutants that
+behave as the original on every input are listed with a reason in
+``mutation/equivalent.toml`` and not counted.
+
+  python -m mutation                      every mutant (under an hour on 2 cores)
+  python -m mutation --quick              a seeded sample of 15 per module
+  python -m mutation --modules sdqlite.passes --jobs 2
+  python -m mutation --list sdqlite.rules the mutants of a module, numbered
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import difflib
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+import tomllib
+from typing import Any
+
+from mutation.operators import Edit, apply
+from mutation.runner import (
+    PYTEST_ARGS,
+    ROOT,
+    STATE,
+    SUITE,
+    TARGETS,
+    Module,
+    MutatePlugin,
+    Outcome,
+    install,
+    load_json,
+    record,
+    sources_hash,
+)
+
+EQUIVALENT = ROOT / "mutation" / "equivalent.toml"
+REPORT = ROOT / "mutation" / "report.md"
+
+
+def key(module: str, e: Edit) -> tuple[str, str, str, str, str]:
+    return (module, e.function, e.operator, e.original, e.site.text)
+
+
+def equivalents() -> dict[tuple[str, str, str, str, str], str]:
+    """The reviewed list: each mutant named by what it changes, with its reason."""
+    data = tomllib.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
+    out = {}
+    for entry in data.get("equivalent", []):
+        k = (entry["module"], entry["function"], entry["operator"], entry["original"],
+             entry["mutant"])
+        if not entry.get("reason", "").strip():
+            raise SystemExit(f"{EQUIVALENT}: an equivalent mutant without a reason: {k}")
+        out[k] = entry["reason"]
+    return out
+
+
+def describe(module: Module, number: int) -> str:
+    e = module.mutants[number - 1]
+    line = e.site.start[0]
+    where = f"{module.name.replace('.', '/')}.py:{line}" + (f" ({e.function})" if e.function
+                                                            else "")
+    before = module.source.splitlines(keepends=True)
+    after = apply(module.source, e.site).splitlines(keepends=True)
+    diff = [d.rstrip("\n") for d in difflib.unified_diff(before, after, n=0)][2:]
+    return f"#{number} {e.operator} at {where}\n" + "\n".join("    " + d for d in diff)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mutation", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--modules", nargs="+", choices=TARGETS, default=list(TARGETS),
+                    metavar="MODULE", help="the modules to mutate (default: all)")
+    ap.add_argument("--quick", nargs="?", const=15, type=int, metavar="N",
+                    help="a seeded sample of N mutants per module (default 15)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--list", metavar="MODULE", choices=TARGETS,
+                    help="print the mutants of MODULE and stop")
+    ap.add_argument("--mutant", metavar="MODULE:NUMBER",
+                    help="run the tests given after -- (default: the suite) with one mutant "
+                         "switched on, as pytest does (to see a survivor die)")
+    ap.add_argument("tests", nargs="*", help=argparse.SUPPRESS)
+    ap.add_argument("--report", action="store_true",
+                    help=f"write the score table to {REPORT.relative_to(ROOT)}")
+    ap.add_argument("--phase", choices=["record"], help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    os.environ["HYPOTHESIS_PROFILE"] = "mutation"  # conftest.py: ci, no shrinking
+    STATE.mkdir(exist_ok=True)
+
+    if args.list:
+        m = Module.load(args.list)
+        for i in range(1, len(m.mutants) + 1):
+            print(describe(m, i))
+        return 0
+    if args.mutant:
+        import pytest
+
+        name, _, number = args.mutant.partition(":")
+        m = Module.load(name)
+        print(describe(m, int(number)), flush=True)
+        install([m], {name: int(number)})
+        return int(pytest.main(["-x", "-q", "-p", "no:cacheprovider",
+                                *(args.tests or [str(ROOT / s) for s in SUITE])]))
+    digest = sources_hash()
+    recorded = STATE / f"record-{digest}.json"
+    if args.phase == "record":
+        data = record([Module.load(n) for n in TARGETS])
+        recorded.write_text(json.dumps(data))
+        return 0
+    started = time.monotonic()
+    if not recorded.exists():
+        print("recording which tests reach which mutants (the whole suite, once) ...",
+              flush=True)
+        subprocess.run([sys.executable, "-m", "mutation", "--phase", "record"], check=True,
+                       cwd=ROOT)
+    recording = load_json(recorded)
+    if recording["failed"]:
+        print("the suite fails on the code as written; fix it first:\n  "
+              + "\n  ".join(recording["failed"]))
+        return 1
+
+    modules = {n: Module.load(n) for n in TARGETS}
+    known = equivalents()
+    chosen: list[tuple[str, int]] = []
+    equivalent: dict[tuple[str, int], str] = {}
+    rng = random.Random(12)
+    for n in args.modules:
+        numbers = list(range(1, len(modules[n].mutants) + 1))
+        for i in numbers:
+            if (reason := known.get(key(n, modules[n].mutants[i - 1]))) is not None:
+                equivalent[(n, i)] = reason
+        live = [i for i in numbers if (n, i) not in equivalent]
+        if args.quick is not None:
+            live = sorted(rng.sample(live, min(args.quick, len(live))))
+        chosen += [(n, i) for i in live]
+    print(f"{len(chosen)} mutants in {len(args.modules)} modules, {args.jobs} at a time",
+          flush=True)
+
+    import pytest
+
+    install(list(modules.values()), {})
+    plugin = MutatePlugin(modules, recording, chosen, args.jobs,
+                          progress=lambda s: print(f"\r{s}", end="", flush=True))
+    pytest.main([*PYTEST_ARGS, *[str(ROOT / s) for s in SUITE]], plugins=[plugin])
+    print()
+    minutes = (time.monotonic() - started) / 60
+    results = plugin.results
+    rows = table(args.modules, modules, chosen, equivalent, results)
+    print(format_table(rows))
+    survivors = [k for k in chosen if results[k].status in ("survived", "uncovered")]
+    print(f"\n{len(survivors)} mutants survived the whole suite; "
+          f"{sum(1 for k in chosen if results[k].scope == 'tests')} were killed only by "
+          f"tests/ (not by properties/). {minutes:.1f} minutes.")
+    for n, i in survivors:
+        print(("[not reached by any test] " if results[(n, i)].status == "uncovered" else "")
+              + describe(modules[n], i))
+    only_tests = [k for k in chosen if results[k].scope == "tests"]
+    if only_tests:
+        print("\nkilled only by tests/:")
+        for n, i in only_tests:
+            print(describe(modules[n], i) + f"\n    killed by {results[(n, i)].by}")
+    (STATE / "last-run.json").write_text(json.dumps(
+        {f"{n}:{i}": vars(results[(n, i)]) for n, i in chosen}, indent=1))
+    if args.report:
+        REPORT.write_text(report(rows, args, minutes))
+        print(f"wrote {REPORT.relative_to(ROOT)}")
+    return 0
+
+
+Row = dict[str, Any]
+
+
+def table(names: list[str], modules: dict[str, Module], chosen: list[tuple[str, int]],
+          equivalent: dict[tuple[str, int], str], results: dict[tuple[str, int], Outcome]
+          ) -> list[Row]:
+    rows = []
+    for n in names:
+        mine = [results[k] for k in chosen if k[0] == n]
+        killed_p = sum(1 for o in mine if o.status in ("killed", "timeout")
+                       and o.scope == "properties")
+        killed = sum(1 for o in mine if o.status in ("killed", "timeout"))
+        rows.append({"module": n, "mutants": len(modules[n].mutants),
+                     "equivalent": sum(1 for k in equivalent if k[0] == n), "run": len(mine),
+                     "properties": killed_p, "suite": killed,
+                     "timeouts": sum(1 for o in mine if o.status == "timeout"),
+                     "uncovered": sum(1 for o in mine if o.status == "uncovered")})
+    return rows
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100 * a / b:.1f}%" if b else "-"
+
+
+def format_table(rows: list[Row]) -> str:
+    head = ("| module | mutants | equivalent | run | killed by properties/ | "
+            "killed by the suite | timeouts | reached by no test |")
+    lines = [head, "|" + "---|" * 8]
+    for r in [*rows, _total(rows)]:
+        lines.append(f"| {r['module']} | {r['mutants']} | {r['equivalent']} | {r['run']} | "
+                     f"{r['properties']} ({_pct(r['properties'], r['run'])}) | "
+                     f"{r['suite']} ({_pct(r['suite'], r['run'])}) | {r['timeouts']} | "
+                     f"{r['uncovered']} |")
+    return "\n".join(lines)
+
+
+def _total(rows: list[Row]) -> Row:
+    out: Row = {"module": "**all**"}
+    for k in ("mutants", "equivalent", "run", "properties", "suite", "timeouts", "uncovered"):
+        out[k] = sum(r[k] for r in rows)
+    return out
+
+
+def report(rows: list[Row], args: argparse.Namespace, minutes: float) -> str:
+    cmd = "python -m mutation" + (f" --quick {args.quick}" if args.quick else "")
+    return (f"# Mutation score\n\nWritten by `{cmd} --report` on "
+            f"{datetime.date.today().isoformat()}, {platform.machine()}, "
+            f"{os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"{minutes:.0f} minutes with {args.jobs} jobs, Hypothesis profile `mutation` "
+            f"(`ci` without shrinking).\n"
+            f"A score is the share of the mutants run (the non-equivalent ones) that a test "
+            f"kills.\n\n{format_table(rows)}\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""A mutant evaluated when its module is imported, run in a fresh interpreter:
+``SDQLITE_MUTANT=module:number python -m mutation.child TEST...`` (started by the runner,
+which reads the failing test from the pipe ``SDQLITE_MUTANT_PIPE``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from mutation.runner import PYTEST_ARGS, Module, install, run_items
+
+
+class _Plugin:
+    def __init__(self, pipe: int) -> None:
+        self.pipe, self.code = pipe, 0
+
+    def pytest_runtestloop(self, session: Any) -> bool:
+        self.code = run_items(session.items, self.pipe)
+        return True
+
+
+def main() -> int:
+    import pytest
+
+    module, number = os.environ["SDQLITE_MUTANT"].split(":")
+    install([Module.load(module)], {module: int(number)})
+    plugin = _Plugin(int(os.environ["SDQLITE_MUTANT_PIPE"]))
+    code = pytest.main([*PYTEST_ARGS, *sys.argv[1:]], plugins=[plugin])
+    return plugin.code or (2 if code not in (0, 5) else 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,345 @@
+"""Running the mutants: a recording pass, then one forked process per mutant.
+
+1. *Record* (a process of its own, cached in ``.mutation/`` by the sources' hash): the
+   whole suite runs once under the ``ci`` Hypothesis profile with every ``__mutant__`` a
+   ``Recorder``; for each test, which mutants it reached and how long it took.  A test
+   that fails here stops the run: the gate must pass on the code as written.
+2. *Mutate*: a pytest session imports the instrumented modules and collects the suite
+   once; then for each mutant a forked child sets ``__mutant__`` and runs the tests that
+   reached it — the ``properties/`` tests first, the tests that killed the most mutants
+   of the module so far first — until one fails (killed) or all pass (survived).  A
+   mutant evaluated while the suite is collected (a rule table, a constant) cannot be
+   switched on in a fork: its child starts a fresh interpreter with it switched on.
+   A child over its time limit (in CPU seconds: three times its tests' recorded time,
+   plus 30 s) is killed and the mutant counted as killed by a timeout (a mutant that
+   makes a loop run away).  The properties' survivors are then run
+   against ``tests/`` too, for the whole suite's score.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import select
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mutation.operators import Edit, edits
+from mutation.schemata import GLOBAL, Finder, Recorder, instrument
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE = ROOT / ".mutation"
+
+# The modules under test (issue 12): the AD, rewrite and semantics code and the backend.
+TARGETS: tuple[str, ...] = (
+    "sdqlite.fad", "sdqlite.gradient", "sdqlite.sugar", "sdqlite.rules", "sdqlite.passes",
+    "sdqlite.saturation", "sdqlite.egraph", "semantics.values", "semantics.interp",
+    "codegen.api", "codegen.build", "codegen.data", "codegen.dps", "codegen.emit",
+    "codegen.execute", "codegen.native",
+)
+SUITE = ("properties", "tests")
+PYTEST_ARGS = ["-q", "-s", "-p", "no:cacheprovider", "-W", "ignore"]
+
+
+def path_of(module: str) -> Path:
+    return ROOT / (module.replace(".", "/") + ".py")
+
+
+@dataclass
+class Module:
+    name: str
+    source: str
+    mutants: list[Edit]
+    code: Any = None
+
+    @classmethod
+    def load(cls, name: str) -> Module:
+        source = path_of(name).read_text(encoding="utf-8")
+        tree = ast.parse(source)
+        found = edits(source, tree)
+        m = cls(name, source, found)
+        m.code = compile(instrument(source, tree, found), str(path_of(name)), "exec")
+        return m
+
+
+def install(modules: Sequence[Module], initial: dict[str, object]) -> Finder:
+    finder = Finder({m.name: (path_of(m.name), m.code) for m in modules}, initial)
+    finder.install()
+    return finder
+
+
+def sources_hash() -> str:
+    h = hashlib.sha256()
+    """What the recording depends on: the code, the tests, and how mutants are made."""
+    files = [ROOT / "conftest.py", ROOT / "mutation" / "operators.py",
+             ROOT / "mutation" / "schemata.py"]
+    for folder in ("sdqlite", "semantics", "codegen", "properties", "tests", "paper_examples"):
+        files += sorted((ROOT / folder).rglob("*.py")) + sorted((ROOT / folder).rglob("*.sdql"))
+    for f in files:
+        h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:20]
+
+
+# ---- phase 1: the recording pass ---------------------------------------------------------
+
+
+class RecordPlugin:
+    def __init__(self, recorders: dict[str, Recorder]) -> None:
+        self.recorders = recorders
+        self.at_import: dict[str, list[int]] = {}
+        self.tests: dict[str, dict[str, Any]] = {}
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        for name, r in self.recorders.items():
+            self.at_import[name] = sorted(r.hits)
+            r.hits.clear()
+
+    def pytest_runtestloop(self, session: Any) -> bool:
+        from _pytest.runner import runtestprotocol
+
+        items = session.items
+        for i, item in enumerate(items):
+            for r in self.recorders.values():
+                r.hits.clear()
+            start = time.perf_counter()
+            reports = runtestprotocol(item, nextitem=items[i + 1] if i + 1 < len(items)
+                                      else None, log=False)
+            self.tests[item.nodeid] = {
+                "seconds": round(time.perf_counter() - start, 3),
+                "failed": any(r.failed for r in reports),
+                "hits": {n: sorted(r.hits) for n, r in self.recorders.items() if r.hits}}
+            print(f"\rrecording: {i + 1}/{len(items)} tests", end="", file=sys.__stderr__,
+                  flush=True)
+        print(file=sys.__stderr__)
+        return True
+
+
+def record(modules: Sequence[Module]) -> dict[str, Any]:
+    """Run the suite once with recorders (in this process: call it in a fresh one)."""
+    import pytest
+
+    recorders = {m.name: Recorder() for m in modules}
+    install(modules, dict(recorders))
+    plugin = RecordPlugin(recorders)
+    pytest.main([*PYTEST_ARGS, *[str(ROOT / s) for s in SUITE]], plugins=[plugin])
+    failed = [t for t, r in plugin.tests.items() if r["failed"]]
+    return {"at_import": plugin.at_import, "tests": plugin.tests, "failed": failed}
+
+
+# ---- phase 2: the mutants -------------------------------------------------------------------
+
+
+@dataclass
+class Job:
+    module: str
+    number: int  # 1-based, the mutant's position in its module's list
+    tests: list[str]
+    timeout: float
+    fresh: bool  # evaluated at import: run in a fresh interpreter
+    scope: str  # "properties" or "tests"
+
+
+@dataclass
+class Outcome:
+    status: str  # killed | timeout | survived | uncovered
+    by: str = ""  # the test that killed it
+    scope: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class _Running:
+    job: Job
+    pid: int
+    pipe: int
+    deadline: float  # CPU seconds (the machine may be shared: wall time would lie)
+    started: float
+    output: bytes = b""
+
+
+@dataclass
+class MutatePlugin:
+    modules: dict[str, Module]
+    recording: dict[str, Any]
+    chosen: list[tuple[str, int]]  # (module, number) to run
+    jobs: int
+    results: dict[tuple[str, int], Outcome] = field(default_factory=dict)
+    progress: Callable[[str], None] = lambda s: None
+
+    def pytest_runtestloop(self, session: Any) -> bool:
+        for m in self.modules.values():
+            setattr(sys.modules[m.name], GLOBAL, 0)
+        items = {item.nodeid: item for item in session.items}
+        tests = self.recording["tests"]
+        at_import = {n: set(ids) for n, ids in self.recording["at_import"].items()}
+        reached: dict[tuple[str, int], list[str]] = {}
+        module_tests: dict[str, set[str]] = {}
+        for t, r in tests.items():
+            for n, ids in r["hits"].items():
+                module_tests.setdefault(n, set()).add(t)
+                for i in ids:
+                    reached.setdefault((n, i), []).append(t)
+        kills: dict[str, Counter[str]] = {n: Counter() for n in self.modules}
+
+        def job(key: tuple[str, int], scope: str) -> Job | None:
+            n, i = key
+            fresh = i in at_import.get(n, set()) or self.modules[n].mutants[i - 1].at_import
+            # evaluated at import: every test that runs the module may see it
+            pool = module_tests.get(n, set()) if fresh else set(reached.get(key, []))
+            chosen = [t for t in pool if t.startswith(scope + "/") and t in items]
+            if not chosen:
+                return None
+            chosen.sort(key=lambda t: (-kills[n][t], tests[t]["seconds"]))
+            budget = sum(tests[t]["seconds"] for t in chosen)
+            return Job(n, i, chosen, 3 * budget + 30 + (10 if fresh else 0), fresh, scope)
+
+        queue: list[Job] = []
+        for key in self.chosen:
+            j = job(key, "properties")
+            if j is None:
+                later = job(key, "tests")
+                if later is None:
+                    self.results[key] = Outcome("uncovered")
+                else:
+                    queue.append(later)
+            else:
+                queue.append(j)
+        total, done = len(queue), 0
+        running: list[_Running] = []
+        while queue or running:
+            while queue and len(running) < self.jobs:
+                # the tests that kill most come first: order each job when it starts
+                j = queue.pop(0)
+                j.tests.sort(key=lambda t: (-kills[j.module][t], tests[t]["seconds"]))
+                running.append(self._start(j, items))
+            r = self._wait(running)
+            running.remove(r)
+            key = (r.job.module, r.job.number)
+            out = self._outcome(r)
+            if out.status == "survived" and r.job.scope == "properties":
+                later = job(key, "tests")
+                if later is not None:
+                    self.results[key] = out  # provisional: the properties' verdict
+                    queue.append(later)
+                    total += 1
+                    done += 1
+                    continue
+            if r.job.scope == "tests" and key in self.results:
+                prev = self.results[key]  # survived the properties
+                out.scope = "tests" if out.status != "survived" else ""
+                self.results[key] = Outcome(out.status, out.by, out.scope,
+                                            prev.seconds + out.seconds)
+            else:
+                self.results[key] = out
+            if out.by:
+                kills[r.job.module][out.by] += 1
+            done += 1
+            tally = Counter(o.status for o in self.results.values())
+            self.progress(f"{done}/{total} runs: {dict(tally)}")
+        return True
+
+    def _start(self, j: Job, items: dict[str, Any]) -> _Running:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child
+            try:
+                os.close(read)
+                os.setpgrp()
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+                if j.fresh:
+                    env = {**os.environ, "SDQLITE_MUTANT": f"{j.module}:{j.number}",
+                           "SDQLITE_MUTANT_PIPE": str(write)}
+                    os.set_inheritable(write, True)
+                    os.execve(sys.executable, [sys.executable, "-m", "mutation.child",
+                                               *j.tests], env)
+                setattr(sys.modules[j.module], GLOBAL, j.number)
+                _clear_caches()
+                os._exit(run_items([items[t] for t in j.tests], write))
+            except BaseException:
+                os._exit(3)
+        os.close(write)
+        return _Running(j, pid, read, j.timeout, time.monotonic())
+
+    def _wait(self, running: list[_Running]) -> _Running:
+        while True:
+            for r in running:
+                pid, status = os.waitpid(r.pid, os.WNOHANG)
+                if pid:
+                    r.output += _drain(r.pipe)
+                    os.close(r.pipe)
+                    r.pid = -os.waitstatus_to_exitcode(status) if os.WIFSIGNALED(status) \
+                        else os.waitstatus_to_exitcode(status)
+                    return r
+                if _cpu_seconds(r.pid) > r.deadline:
+                    os.killpg(r.pid, signal.SIGKILL)
+                    os.waitpid(r.pid, 0)
+                    os.close(r.pipe)
+                    r.pid, r.output = -999, b""
+                    return r
+            ready, _, _ = select.select([r.pipe for r in running], [], [], 0.05)
+            for r in running:
+                if r.pipe in ready:
+                    r.output += _drain(r.pipe)
+
+    def _outcome(self, r: _Running) -> Outcome:
+        seconds = time.monotonic() - r.started
+        code = r.pid  # the exit code, stored there by _wait
+        if code == -999:
+            return Outcome("timeout", "", r.job.scope, seconds)
+        if code == 0:
+            return Outcome("survived", "", "", seconds)
+        by = r.output.decode(errors="replace").strip().splitlines()
+        return Outcome("killed", by[-1] if by else f"(exit {code})", r.job.scope, seconds)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time of a process and of its children it has waited for (g++)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _drain(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return b""
+
+
+def _clear_caches() -> None:
+    """Results the parent computed while collecting must be computed again."""
+    for name, mod in list(sys.modules.items()):
+        if name.split(".")[0] in ("sdqlite", "semantics", "codegen"):
+            for value in list(vars(mod).values()):
+                if callable(getattr(value, "cache_clear", None)):
+                    value.cache_clear()
+
+
+def run_items(items: Iterable[Any], pipe: int) -> int:
+    """Run test items in order; the first failure is written to ``pipe``: exit 1."""
+    from _pytest.runner import runtestprotocol
+
+    items = list(items)
+    for i, item in enumerate(items):
+        reports = runtestprotocol(item, nextitem=items[i + 1] if i + 1 < len(items) else None,
+                                  log=False)
+        if any(r.failed for r in reports):
+            os.write(pipe, (item.nodeid + "\n").encode())
+            return 1
+    return 0
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.exists() else None
