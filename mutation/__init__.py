@@ -1,0 +1,1 @@
+"""Mutation testing of the gate: ``python -m mutation`` (``make mutation``)."""

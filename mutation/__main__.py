@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.environ["HYPOTHESIS_PROFILE"] = "mutation"  # conftest.py: ci, no shrinking
     STATE.mkdir(exist_ok=True)
+    (STATE / "progress.log").unlink(missing_ok=True)
 
     if args.list:
         m = Module.load(args.list)

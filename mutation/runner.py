@@ -241,6 +241,9 @@ class MutatePlugin:
                 self.results[key] = out
             if out.by:
                 kills[r.job.module][out.by] += 1
+            with open(STATE / "progress.log", "a") as log:  # what a stopped run did
+                o = self.results[key]
+                log.write(f"{key[0]}:{key[1]} {o.status} {o.scope} {o.seconds:.1f} {o.by}\n")
             done += 1
             tally = Counter(o.status for o in self.results.values())
             self.progress(f"{done}/{total} runs: {dict(tally)}")
