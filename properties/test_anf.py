@@ -4,13 +4,20 @@ For generated Γ ⊢ e : T (elaborated by the checker): Γ ⊢ anf(e) : T, ⟦an
 for generated ρ ∈ ⟦Γ⟧ (exactly, over the rationals), and in anf(e) every operand of
 every construct is an atom, a ``sum`` or ``if`` body is itself in ANF, and a let chain
 ends in an atom.  Fresh names never capture the program's own names.
+
+``gradient(e, x, share=True)`` (ANF first, as the pipeline and the CLI's ``grad`` do) is
+linear in the program: on a chain of n unary operations its size at 2n is at most about
+twice its size at n (Fig. fig:api's form, which repeats each primal operand, grows
+quadratically: issue 11's ``grad`` of sin nested 2,000 deep), and it means the same.
 """
 
 from hypothesis import example, given
+from hypothesis import strategies as st
 
 from properties.generators import Generated, programs_with_env
 from sdqlite.anf import anf, is_atom
-from sdqlite.ast import Add, Expr, If, Let, RealConst, Sum, Var, children
+from sdqlite.ast import Add, Expr, If, Let, RealConst, Sum, UnOp, Var, children, subterms
+from sdqlite.gradient import gradient
 from sdqlite.typecheck import typecheck
 from sdqlite.types import REAL
 from semantics.interp import evaluate
@@ -52,3 +59,25 @@ def test_anf_preserves_type_and_meaning(case: Case) -> None:
     elab2, t2 = typecheck(converted, g.ctx)
     assert t2 == t
     assert evaluate(elab2, env, FRACTION) == evaluate(elab, env, FRACTION)
+
+
+@given(st.lists(st.sampled_from(["sin", "cos", "tanh"]), min_size=5, max_size=40),
+       st.data())
+def test_gradient_with_sharing_is_linear_in_the_program(ops: list[str],
+                                                        data: st.DataObject) -> None:
+    def chain(n: int) -> Expr:
+        e: Expr = Var("x")
+        for op in (ops * 2)[:n]:
+            e = UnOp(op, e)
+        return typecheck(e, {"x": REAL})[0]
+
+    def size(n: int) -> int:
+        return sum(1 for _ in subterms(gradient(chain(n), "x", {"x": REAL}, share=True)))
+
+    n = len(ops)
+    assert size(2 * n) <= 2 * size(n) + 8
+    env: dict[str, Value] = {"x": data.draw(st.sampled_from([0.5, -1.0, 2.0]))}
+    shared = gradient(chain(n), "x", {"x": REAL}, share=True)
+    plain = gradient(chain(n), "x", {"x": REAL})
+    a, b = evaluate(shared, env), evaluate(plain, env)
+    assert abs(a - b) <= 1e-9 * (1 + abs(b))  # type: ignore[operator]

@@ -3,16 +3,19 @@ for generated programs of Logical SDQLite (and of Physical SDQLite, where tangen
 dense layers are sparse: D_τ[T] = sparse(T) ⊗ τ) and τ of order 0–2 — checked by our type
 checker, on the program as generated and after ANF.  Scalar FAD is the case τ = real:
 F[Γ] ⊢ F[e] : F[T].  The expansion of the gradient API is well typed too:
-Γ ⊢ gradient e x : T ⊗ τ_x for every real input x.
+Γ ⊢ gradient e x : T ⊗ τ_x for every real input x; for a discrete input (int, bool or
+dictionaries of them) or a name that is not an input, ``gradient`` is refused with a
+DiffError that names it.
 """
 
+import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from properties.generators import LOGICAL, PHYSICAL, SPARSE1, SPARSE2, Generated, programs
 from sdqlite.anf import anf
 from sdqlite.ast import Empty, IntConst, Let, Lookup, RealConst, Sum
-from sdqlite.fad import fad, is_discrete, sparse, tangent_context, tangent_type
+from sdqlite.fad import DiffError, fad, is_discrete, sparse, tangent_context, tangent_type
 from sdqlite.gradient import gradient
 from sdqlite.typecheck import typecheck
 from sdqlite.types import INT, REAL, DictT, Type, tensor
@@ -59,3 +62,15 @@ def test_gradient_expansion_is_well_typed(g: Generated, data: st.DataObject) -> 
     x = data.draw(st.sampled_from(real_inputs))
     _, gt = typecheck(gradient(elab, x, g.ctx), g.ctx)
     assert gt == tangent_type(t, sparse(g.ctx[x]))
+
+
+@given(st.sampled_from([LOGICAL, PHYSICAL]).flatmap(lambda lang: programs(lang=lang)),
+       st.data())
+def test_gradient_by_a_discrete_input_or_a_non_input_is_refused(
+        g: Generated, data: st.DataObject) -> None:
+    elab, _ = typecheck(g.expr, g.ctx)
+    others = {"z9": "not an input"} | {x: "discrete" for x, s in g.ctx.items()
+                                        if is_discrete(s)}
+    x = data.draw(st.sampled_from(sorted(others)))
+    with pytest.raises(DiffError, match=f"respect to {x}.*{others[x]}"):
+        gradient(elab, x, g.ctx)
