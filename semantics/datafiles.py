@@ -13,6 +13,12 @@ passes it on as it is): a numpy array (float64 or int64, finite) or a canonical
 | `.mtx`, array | a dense matrix `{dense_int -> {dense_int -> real}}` |
 | `.npz` (`scipy.sparse.save_npz`) | a sparse matrix; a 1-d array a sparse vector `{int -> real}` |
 
+A dense file (`.npy`, `.mtx` array) given for an input declared sparse, `{int -> real}`
+or `{int -> {int -> real}}`, is the dictionary of its non-zero entries: what the
+compiled backend's `dense` storage format means (Fig. storage_spec), and what a
+dictionary is (it stores no zeros, DESIGN.md). Other mixes of dense and sparse layers
+are refused as not matching the declaration.
+
 A `.mtx` or `.npz` matrix of shape n×1 or 1×n is a vector (`{int -> real}`; the array
 format `{dense_int -> real}`) when its input is declared with one dictionary layer.
 Matrix Market values are reals: `integer` ones too, `pattern` entries are 1.0, and
@@ -82,6 +88,15 @@ def _library(read: Callable[[], T], what: str) -> T:
         return read()
     except Exception as err:  # readers of untrusted files raise anything (MemoryError too)
         raise DataError(f"{what}: {err or type(err).__name__}") from None
+
+
+def sparse_declared(declared: Type | None, ndim: int) -> bool:
+    """Whether an n-d dense array given for ``declared`` is read as a dictionary: a
+    declared real vector or matrix with sparse (``int``) layers."""
+    layers = 0
+    while isinstance(declared, DictT) and not declared.dense:
+        declared, layers = declared.val, layers + 1
+    return declared == REAL and layers == ndim in (1, 2)
 
 
 def _wants_vector(declared: Type | None) -> bool:
