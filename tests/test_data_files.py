@@ -140,6 +140,9 @@ MTX_ACCEPTED: dict[str, tuple[str, str | None, Value, str]] = {
     "1×n declared a vector": (_coord(1, 4, [(1, 2, 1.5), (1, 4, 2.0)]), VEC,
                               {1: 1.5, 3: 2.0}, VEC),
     "n×1 undeclared is a matrix": (_coord(4, 1, [(4, 1, 2.0)]), None, {3: {0: 2.0}}, MAT),
+    "blank lines, blanks around fields, CRLF": (
+        (MM.format("coordinate", "general") + "2 2 2\n\n 1 1\t1.5 \n\n2 2 2.0").replace(
+            "\n", "\r\n"), MAT, {0: {0: 1.5}, 1: {1: 2.0}}, MAT),
     "array declared sparse": (MM.format("array", "general") + "2 2\n1\n0\n0\n4\n", MAT,
                               {0: {0: 1.0}, 1: {1: 4.0}}, MAT),
     "array n×1 declared a sparse vector": (MM.format("array", "general") + "3 1\n1\n0\n2\n",
@@ -182,7 +185,15 @@ MTX_REFUSED: dict[str, tuple[str, str]] = {
     "index not an integer": (_coord(3, 3, [(1, 1, 1.0)]).replace("1 1 1", "1.5 1 1"),
                              "Invalid integer"),
     "value missing": (_coord(3, 3, [(1, 1, 1.0)], "pattern").replace("pattern", "real"),
-                      "Invalid floating-point"),
+                      "line 4 has 2 fields where a data line has 3: '1 1'"),
+    # scipy reads the first fields of a line and drops the rest; Matrix Market has none
+    "a field too many": (_coord(3, 3, ENTRIES).replace("3 2 2.0\n", "3 2 2.0 9\n"),
+                         "line 5 has 4 fields where a data line has 3: '3 2 2.0 9'"),
+    "a value on a pattern line": (_coord(3, 3, [(1, 1, 0), (2, 1, 0)], "pattern")
+                                  .replace("2 1\n", "2 1 7.5\n"),
+                                  "line 5 has 3 fields where a data line has 2: '2 1 7.5'"),
+    "two values on an array line": (MM.format("array", "general") + "2 1\n1\n2 3\n",
+                                    "line 4 has 2 fields where a data line has 1: '2 3'"),
     "array too short": (MM.format("array", "general") + "2 2\n1\n2\n3\n", "Truncated"),
     "array pattern": ("%%MatrixMarket matrix array pattern general\n2 2\n", "pattern"),
     "three sizes and an index": (MM.format("coordinate", "general") + "3 3 3 1\n1 1 1 1.5\n",
