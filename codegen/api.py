@@ -47,6 +47,7 @@ from sdqlite.sizes import NO_KEYS, Size, declared, result_sizes
 from sdqlite.storage import Coo, Format, compose, layout, resolve
 from sdqlite.typecheck import typecheck
 from sdqlite.types import BOOL, INT, REAL, DictT, Type, erase, scalar_of
+from semantics.datafiles import sparse_declared
 from semantics.extents import Layer, check_layers, facts, size_bounds
 from semantics.values import DenseArray, has_type, is_zero, type_of
 
@@ -338,12 +339,12 @@ def _numpy_type(name: str, a: Any, want: Type | None) -> Type:
         return t
     layers = D.layers(want)
     leaf = scalar_of(want)
-    if len(layers) != a.ndim or leaf not in (REAL, INT) or (leaf == INT and a.dtype.kind == "f"):
+    dense = (len(layers) == a.ndim and all(layer.dense for layer in layers)
+             and (leaf == REAL or (leaf == INT and a.dtype.kind in "iu")))
+    if not dense and not sparse_declared(want, a.ndim):  # as the interpreter (datafiles.py)
         raise DataError(f"input {name} is declared {want}, but its data is a {a.ndim}-d "
-                        f"array of {a.dtype}")
-    if not all(layer.dense for layer in layers) and (leaf != REAL or a.ndim > 2):
-        raise DataError(f"input {name} is declared {want}: a numpy array stores a real "
-                        "vector or matrix, or a dense array")
+                        f"array of {a.dtype} (a dense array, or a real vector or matrix "
+                        "declared sparse)")
     return want
 
 

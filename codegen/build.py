@@ -7,7 +7,9 @@ run).  Objects are cached under the user's cache directory (``$SDQLITE_CACHE``, 
 ``$XDG_CACHE_HOME/sdqlite``, else ``~/.cache/sdqlite``), named by a hash of the source,
 the runtime header, the flags and the compiler; a build goes to a temporary file that is
 renamed into place (atomic), under a lock, so two processes compiling at once never load
-a half-written file.  Objects are loaded with ``ctypes``.
+a half-written file.  Objects are loaded with ``ctypes``.  Whatever stops a build on this
+machine (a cache path that cannot hold files, a compiler that is missing, will not run or
+fails) is a `BuildError` naming the variable it came from.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from sdqlite.errors import CodegenError
+from sdqlite.errors import BuildError
 
 HERE = Path(__file__).parent
 RUNTIME = HERE / "sdqlite_runtime.h"
@@ -38,33 +40,51 @@ def compiler() -> str:
     cxx = os.environ.get("CXX", "g++")
     path = shutil.which(cxx)
     if path is None:
-        raise CodegenError(f"no C++ compiler: {cxx!r} was not found (on Debian: "
-                           f"sudo apt-get install g++ {HEADER_PACKAGE})")
+        raise BuildError(f"no C++ compiler: {_shown(cxx)!r} was not found (on Debian: "
+                         f"sudo apt-get install g++ {HEADER_PACKAGE})")
     return path
 
 
 def flags() -> list[str]:
-    return shlex.split(os.environ.get("SDQLITE_CXXFLAGS", DEFAULT_FLAGS))
+    text = os.environ.get("SDQLITE_CXXFLAGS", DEFAULT_FLAGS)
+    try:
+        return shlex.split(text)
+    except ValueError as err:  # an unclosed quote
+        raise BuildError(f"SDQLITE_CXXFLAGS={_shown(text)}: {err}") from None
 
 
-def cache_dir() -> Path:
+def cache_dir() -> tuple[Path, str]:
+    """The cache directory, and where it came from (for errors)."""
     root = os.environ.get("SDQLITE_CACHE")
     if root:
-        return Path(root)
+        return Path(root), f"SDQLITE_CACHE={_shown(root)}"
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "sdqlite"
+    path = (Path(xdg) if xdg else Path.home() / ".cache") / "sdqlite"
+    return path, (f"XDG_CACHE_HOME={_shown(xdg)}" if xdg else f"the cache {_shown(str(path))}")
+
+
+def _shown(text: str, most: int = 80) -> str:
+    """A path or variable as an error shows it: at most ``most`` characters."""
+    return text if len(text) <= most else f"{text[:most // 2]}...{text[-most // 2:]}"
 
 
 @cache
 def _identity(cxx: str, opts: tuple[str, ...]) -> str:
     """What the object depends on besides its source: the compiler's version and, with
     -march=native, the target it resolves to on this machine."""
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    version = _run([cxx, "--version"]).stdout
     target = ""
     if any(o.startswith("-march=native") or o.startswith("-mtune=native") for o in opts):
-        target = subprocess.run([cxx, *opts, "-Q", "--help=target"], capture_output=True,
-                                text=True).stdout
+        target = _run([cxx, *opts, "-Q", "--help=target"]).stdout
     return version + target
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    except OSError as err:  # not an executable, not allowed to run it
+        raise BuildError(f"CXX={_shown(os.environ.get('CXX', 'g++'))}: cannot run the C++ "
+                         f"compiler {_shown(cmd[0])}: {err.strerror or err}") from None
 
 
 @dataclass(frozen=True)
@@ -81,22 +101,24 @@ def build(source: str) -> Built:
     runtime = RUNTIME.read_bytes()
     key = hashlib.sha256(b"\0".join([source.encode(), runtime, " ".join(opts).encode(),
                                      _identity(cxx, tuple(opts)).encode()])).hexdigest()[:24]
-    root = cache_dir()
+    root, origin = cache_dir()
+    cpp, so = root / f"{key}.cpp", root / f"{key}.so"
     try:
         root.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise CodegenError(f"cannot create the cache directory {root}: {err}") from None
-    cpp, so = root / f"{key}.cpp", root / f"{key}.so"
-    cached = so.exists()
-    if not cached:
-        with open(root / f"{key}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time; others then find it
-            if not so.exists():
-                _compile(cxx, opts, source, cpp, so)
+        cached = so.exists()
+        if not cached:
+            with open(root / f"{key}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time; others then find it
+                if not so.exists():
+                    _compile(cxx, opts, source, cpp, so)
+    except OSError as err:  # the cache cannot hold files: a file, /proc, too long a name
+        what = err.filename if isinstance(err.filename, str) else str(root)
+        raise BuildError(f"{origin}: cannot create {_shown(what)}: "
+                         f"{err.strerror or err}") from None
     try:
         return Built(ctypes.CDLL(str(so)), so, cpp, cached)
     except OSError as err:
-        raise CodegenError(f"cannot load {so}: {err}") from None
+        raise BuildError(f"cannot load {so}: {err}") from None
 
 
 def _compile(cxx: str, opts: list[str], source: str, cpp: Path, so: Path) -> None:
@@ -104,21 +126,21 @@ def _compile(cxx: str, opts: list[str], source: str, cpp: Path, so: Path) -> Non
     tmp_cpp.write_text(source, encoding="utf-8")
     os.replace(tmp_cpp, cpp)
     tmp = so.with_suffix(f".so.{os.getpid()}")
-    cmd = [cxx, *BASE_FLAGS, *opts, "-I", str(HERE), str(cpp), "-o", str(tmp)]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True)
-    except OSError as err:
-        raise CodegenError(f"cannot run the C++ compiler {cxx}: {err}") from None
-    if done.returncode != 0:
+    done = _run([cxx, *BASE_FLAGS, *opts, "-I", str(HERE), str(cpp), "-o", str(tmp)])
+    if done.returncode != 0 or not tmp.exists():
         tmp.unlink(missing_ok=True)
-        raise CodegenError(_compiler_failure(done.stderr, cpp))
+        raise BuildError(_compiler_failure(cxx, done, cpp))
     os.replace(tmp, so)  # atomic: a reader sees no object or a whole one
 
 
-def _compiler_failure(stderr: str, cpp: Path) -> str:
-    if "boost/unordered/unordered_flat_map.hpp" in stderr:
+def _compiler_failure(cxx: str, done: subprocess.CompletedProcess[str], cpp: Path) -> str:
+    if "boost/unordered/unordered_flat_map.hpp" in done.stderr:
         return (f"the C++ backend needs Boost >= 1.81 (boost::unordered_flat_map): on Debian, "
                 f"sudo apt-get install {HEADER_PACKAGE} (generated file: {cpp})")
-    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    if not lines:  # a compiler that fails silently, or "succeeds" without an object
+        lines = [f"{_shown(cxx)} " + (f"exited with status {done.returncode}"
+                                      if done.returncode else "wrote no shared object")
+                 + ", printing nothing"]
     shown = "\n".join(lines[:12]) + ("\n..." if len(lines) > 12 else "")
     return f"the C++ compiler failed on the generated file {cpp}:\n{shown}"

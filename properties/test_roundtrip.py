@@ -1,17 +1,27 @@
 """Printer and parser are inverse: ``parse(show(e)) == e`` for every AST, and a printed
-value reads back as a program denoting the same value (``read(show_value(v)) == v``).
+value reads back as a program denoting the same value (``read(show_value(v)) == v``),
+and is the program ``value_to_expr`` gives for it, printed.
 """
+
+from fractions import Fraction
 
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from properties.generators import INPUT_TYPES, RESULT_TYPES, Generated, programs, values
+from properties.generators import (
+    DENSE_REAL,
+    INPUT_TYPES,
+    RESULT_TYPES,
+    Generated,
+    programs,
+    values,
+)
 from sdqlite.ast import Add, Expr, IntConst, Mul, RealConst, Single, Var
 from sdqlite.parser import parse_expr
 from sdqlite.printer import show
-from sdqlite.types import Type
-from semantics.display import read_value, show_value
-from semantics.values import Value, values_equal
+from sdqlite.types import DictT, Type
+from semantics.display import read_value, show_value, value_to_expr
+from semantics.values import Value, dense, values_equal
 
 
 @given(programs())
@@ -41,8 +51,11 @@ def test_roundtrip_negative_literals_and_dict_literals() -> None:
 @given(st.sampled_from(INPUT_TYPES + RESULT_TYPES).flatmap(
     lambda t: st.tuples(st.just(t), values(t))))
 @example((INPUT_TYPES[0], -0.0))
+@example((DENSE_REAL, dense([1.5, -2.0], 2)))  # a sub-array: [0.0, 0.0, 1.5, -2.0](2:4)
+@example((DictT(DENSE_REAL), {-3: dense([0.0, 1e300]), 7: dense([Fraction(1, 4)])}))
 def test_printed_values_read_back(tv: tuple[Type, Value]) -> None:
     t, v = tv
     back, back_t = read_value(show_value(v), t)
     assert back_t == t
     assert values_equal(back, v)
+    assert show_value(v) == show(value_to_expr(v))  # the program it denotes, printed

@@ -54,6 +54,12 @@ class CodegenError(SDQLiteError):
     """A failure of the C++ backend."""
 
 
+class BuildError(CodegenError):
+    """This machine cannot build or load a kernel: the cache directory (``$SDQLITE_CACHE``)
+    cannot hold files, the compiler (``$CXX``) is missing or fails, ``$SDQLITE_CXXFLAGS``
+    does not parse.  The message names the variable or file; the program is not at fault."""
+
+
 def format_error(err: SDQLiteError, source: str | None = None, filename: str = "<input>") -> str:
     """Render ``file:line:col: error: message`` plus the source line and a caret."""
     if err.span is None:

@@ -6,14 +6,17 @@ Entry points: ``parse_program`` (input declarations then an expression),
 
 from __future__ import annotations
 
+import gc
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import lark
-from lark import Token, Transformer, v_args
+from lark import Token
 
 from sdqlite import sugar
 from sdqlite.ast import Add as AddE
@@ -38,7 +41,7 @@ from sdqlite.ast import (
     UnOp,
     Var,
 )
-from sdqlite.errors import ParseError, SDQLiteError, Span
+from sdqlite.errors import ParseError, Span
 from sdqlite.names import NameSupply, names_in
 from sdqlite.types import BOOL, INT, REAL, DictT, Type, has_extents, otimes, tensor
 
@@ -69,23 +72,51 @@ class Program:
 
 @cache
 def _lark() -> lark.Lark:
+    """The LALR parser, building the AST as it reduces (``transformer=``: no parse tree)."""
     text = Path(__file__).with_name("grammar.lark").read_text(encoding="utf-8")
     return lark.Lark(
         text, parser="lalr", start=["program", "expr_only", "type_only"],
-        propagate_positions=True, maybe_placeholders=False,
+        keep_all_tokens=True, maybe_placeholders=False, transformer=_ToAst(),
     )
 
 
-def _span(meta: Any) -> Span | None:
-    if getattr(meta, "empty", True):
-        return None
-    return Span(meta.line, meta.column, meta.end_line, meta.end_column)
+class _Built(NamedTuple):
+    """What a rule built, and the text it covers (its parentheses included)."""
+
+    value: Any
+    span: Span | None
 
 
-def _no_extents(t: Type, meta: Any, where: str) -> Type:
+#: the terminals a rule's method receives; keywords and punctuation only give positions
+_KEPT = frozenset({"NAME", "INT", "REAL", "OP", "KEY", "OTIMES"})
+
+
+def _rule(method: Callable[..., Any]) -> Callable[[Any, list[Any]], _Built]:
+    """A rule's method as Lark calls it while parsing: with the span from the start of
+    its first child to the end of its last (as ``propagate_positions`` computes it), and
+    the children's values."""
+
+    def reduce(self: Any, children: list[Any]) -> _Built:
+        span = None
+        if children:
+            first, last = _where(children[0]), _where(children[-1])
+            if first is not None and last is not None:
+                span = Span(first.line, first.col, last.end_line, last.end_col)
+        args = [c.value if isinstance(c, _Built) else c for c in children
+                if not isinstance(c, Token) or c.type in _KEPT]
+        return _Built(method(self, span, *args), span)
+
+    return reduce
+
+
+def _where(child: Any) -> Span | None:
+    return _tspan(child) if isinstance(child, Token) else child.span
+
+
+def _no_extents(t: Type, span: Span | None, where: str) -> Type:
     if has_extents(t):
         raise ParseError(f"{where}[{t}]: sizes such as int[n] are declared on inputs only",
-                         _span(meta))
+                         span)
     return t
 
 
@@ -93,155 +124,166 @@ def _tspan(tok: Token) -> Span:
     return Span(tok.line or 1, tok.column or 1, tok.end_line or 1, tok.end_column or 1)
 
 
-@v_args(meta=True, inline=True)
-class _ToAst(Transformer[Token, Any]):
-    """One method per grammar rule; derived forms go through ``sdqlite.sugar``."""
+class _Rules:
+    """One method per grammar rule, given the rule's span and its children's values;
+    derived forms go through ``sdqlite.sugar``."""
 
     # program structure
-    def program(self, meta: Any, *items: Any) -> Program:
+    def program(self, span: Span | None, *items: Any) -> Program:
         decls = tuple(i for i in items if isinstance(i, Decl))
         exprs = [i for i in items if not isinstance(i, Decl)]
         return Program(decls, exprs[0] if exprs else None)
 
-    def decl(self, meta: Any, name: Token, t: Type, fmt: Token | None = None) -> Decl:
+    def decl(self, span: Span | None, name: Token, t: Type, fmt: Token | None = None) -> Decl:
         if fmt is None:
-            return Decl(str(name), t, _span(meta))
+            return Decl(str(name), t, span)
         from sdqlite.storage import resolve
 
         resolve(str(fmt), t, _tspan(fmt), f"input {name}: ")  # a format that fits the type
-        return Decl(str(name), t, _span(meta), str(fmt), _tspan(fmt))
+        return Decl(str(name), t, span, str(fmt), _tspan(fmt))
 
-    def expr_only(self, meta: Any, e: Expr) -> Expr:
+    def expr_only(self, span: Span | None, e: Expr) -> Expr:
         return e
 
-    def type_only(self, meta: Any, t: Type) -> Type:
+    def atom(self, span: Span | None, e: Expr) -> Expr:  # ( e ): e keeps its own span
+        return e
+
+    def atype(self, span: Span | None, t: Type) -> Type:  # ( t )
         return t
 
-    def binder(self, meta: Any, name: Token) -> str:
+    def type_only(self, span: Span | None, t: Type) -> Type:
+        return t
+
+    def binder(self, span: Span | None, name: Token) -> str:
         return str(name)
 
-    def entry(self, meta: Any, k: Expr, v: Expr) -> tuple[Expr, Expr]:
+    def entry(self, span: Span | None, k: Expr, v: Expr) -> tuple[Expr, Expr]:
         return (k, v)
 
     # Logical SDQLite
-    def sum(self, meta: Any, k: str, v: str, dom: Expr, body: Expr) -> Expr:
-        return Sum(k, v, dom, body, span=_span(meta))
+    def sum(self, span: Span | None, k: str, v: str, dom: Expr, body: Expr) -> Expr:
+        return Sum(k, v, dom, body, span=span)
 
-    def let(self, meta: Any, name: str, rhs: Expr, *rest: Any) -> Expr:
-        return Let(name, rhs, rest[-1], span=_span(meta))
+    def let(self, span: Span | None, name: str, rhs: Expr, *rest: Any) -> Expr:
+        return Let(name, rhs, rest[-1], span=span)
 
-    def let_tuple(self, meta: Any, *items: Any) -> Expr:
+    def let_tuple(self, span: Span | None, *items: Any) -> Expr:
         body = items[-1]
         parts = [i for i in items[:-1] if not isinstance(i, Token)]
         names = [p for p in parts if isinstance(p, str)]
         rhss = [p for p in parts if not isinstance(p, str)]
-        return sugar.tuple_let(names, rhss, body, _span(meta))
+        return sugar.tuple_let(names, rhss, body, span)
 
-    def if_(self, meta: Any, c: Expr, body: Expr) -> Expr:
-        return If(c, body, span=_span(meta))
+    def if_(self, span: Span | None, c: Expr, body: Expr) -> Expr:
+        return If(c, body, span=span)
 
-    def not_(self, meta: Any, e: Expr) -> Expr:
-        return Not(e, span=_span(meta))
+    def not_(self, span: Span | None, e: Expr) -> Expr:
+        return Not(e, span=span)
 
-    def eq(self, meta: Any, a: Expr, b: Expr) -> Expr:
-        return Eq(a, b, span=_span(meta))
+    def eq(self, span: Span | None, a: Expr, b: Expr) -> Expr:
+        return Eq(a, b, span=span)
 
-    def add(self, meta: Any, a: Expr, b: Expr) -> Expr:
-        return AddE(a, b, span=_span(meta))
+    def add(self, span: Span | None, a: Expr, b: Expr) -> Expr:
+        return AddE(a, b, span=span)
 
-    def sub(self, meta: Any, a: Expr, b: Expr) -> Expr:
-        return sugar.subtract(a, b, _span(meta))
+    def sub(self, span: Span | None, a: Expr, b: Expr) -> Expr:
+        return sugar.subtract(a, b, span)
 
-    def mul(self, meta: Any, a: Expr, b: Expr) -> Expr:
-        return Mul(a, b, span=_span(meta))
+    def mul(self, span: Span | None, a: Expr, b: Expr) -> Expr:
+        return Mul(a, b, span=span)
 
-    def neg(self, meta: Any, e: Expr) -> Expr:
-        return sugar.negate(e, _span(meta))
+    def neg(self, span: Span | None, e: Expr) -> Expr:
+        return sugar.negate(e, span)
 
-    def lookup(self, meta: Any, d: Expr, k: Expr) -> Expr:
-        return Lookup(d, k, span=_span(meta))
+    def lookup(self, span: Span | None, d: Expr, k: Expr) -> Expr:
+        return Lookup(d, k, span=span)
 
-    def var(self, meta: Any, name: Token) -> Expr:
+    def var(self, span: Span | None, name: Token) -> Expr:
         if str(name) == "_":
             raise ParseError("`_` is a binder that cannot be referred to", _tspan(name))
         return Var(str(name), span=_tspan(name))
 
-    def int(self, meta: Any, tok: Token) -> Expr:
+    def int(self, span: Span | None, tok: Token) -> Expr:
         limit = sys.get_int_max_str_digits()  # Python's own bound on reading an integer
         if limit and len(tok) > limit:
             raise ParseError(f"integer literal of {len(tok)} digits is too long (at most "
                              f"{limit})", _tspan(tok))
         return IntConst(int(tok), span=_tspan(tok))
 
-    def real(self, meta: Any, tok: Token) -> Expr:
+    def real(self, span: Span | None, tok: Token) -> Expr:
         value = float(tok)
         if value == float("inf"):
             raise ParseError(f"real literal {tok} is too large", _tspan(tok))
         return RealConst(value, span=_tspan(tok))
 
-    def true(self, meta: Any) -> Expr:
-        return BoolConst(True, span=_span(meta))
+    def true(self, span: Span | None) -> Expr:
+        return BoolConst(True, span=span)
 
-    def false(self, meta: Any) -> Expr:
-        return BoolConst(False, span=_span(meta))
+    def false(self, span: Span | None) -> Expr:
+        return BoolConst(False, span=span)
 
-    def empty(self, meta: Any) -> Expr:
-        return Empty(span=_span(meta))
+    def empty(self, span: Span | None) -> Expr:
+        return Empty(span=span)
 
-    def dictlit(self, meta: Any, *entries: tuple[Expr, Expr]) -> Expr:
-        return sugar.dict_literal(entries, _span(meta))
+    def dictlit(self, span: Span | None, *entries: tuple[Expr, Expr]) -> Expr:
+        return sugar.dict_literal(entries, span)
 
-    def unop(self, meta: Any, op: Token, e: Expr) -> Expr:
-        return UnOp(str(op), e, span=_span(meta))
+    def unop(self, span: Span | None, op: Token, e: Expr) -> Expr:
+        return UnOp(str(op), e, span=span)
 
-    def zero(self, meta: Any, t: Type) -> Expr:
-        return sugar.zero(_no_extents(t, meta, "zero"), _span(meta))
+    def zero(self, span: Span | None, t: Type) -> Expr:
+        return sugar.zero(_no_extents(t, span, "zero"), span)
 
-    def onehot(self, meta: Any, t: Type, x: Expr) -> Expr:
-        return sugar.onehot(_no_extents(t, meta, "onehot"), x, NameSupply(names_in(x)).fresh,
-                            _span(meta))
+    def onehot(self, span: Span | None, t: Type, x: Expr) -> Expr:
+        return sugar.onehot(_no_extents(t, span, "onehot"), x, NameSupply(names_in(x)).fresh,
+                            span)
 
-    def gradient(self, meta: Any, e: Expr, x: Token) -> Expr:
-        return Gradient(e, str(x), span=_span(meta))
+    def gradient(self, span: Span | None, e: Expr, x: Token) -> Expr:
+        return Gradient(e, str(x), span=span)
 
     # Physical SDQLite
-    def range(self, meta: Any, lo: Expr, hi: Expr) -> Expr:
-        return Range(lo, hi, span=_span(meta))
+    def range(self, span: Span | None, lo: Expr, hi: Expr) -> Expr:
+        return Range(lo, hi, span=span)
 
-    def subarray(self, meta: Any, arr: Expr, lo: Expr, hi: Expr) -> Expr:
-        return SubArray(arr, lo, hi, span=_span(meta))
+    def subarray(self, span: Span | None, arr: Expr, lo: Expr, hi: Expr) -> Expr:
+        return SubArray(arr, lo, hi, span=span)
 
-    def unique(self, meta: Any, e: Expr) -> Expr:
-        return Unique(e, span=_span(meta))
+    def unique(self, span: Span | None, e: Expr) -> Expr:
+        return Unique(e, span=span)
 
-    def arraylit(self, meta: Any, *elems: Expr) -> Expr:
-        return ArrayLit(tuple(elems), span=_span(meta))
+    def arraylit(self, span: Span | None, *elems: Expr) -> Expr:
+        return ArrayLit(tuple(elems), span=span)
 
     # types
-    def t_int(self, meta: Any) -> Type:
+    def t_int(self, span: Span | None) -> Type:
         return INT
 
-    def t_real(self, meta: Any) -> Type:
+    def t_real(self, span: Span | None) -> Type:
         return REAL
 
-    def t_bool(self, meta: Any) -> Type:
+    def t_bool(self, span: Span | None) -> Type:
         return BOOL
 
-    def t_dict(self, meta: Any, key: Token, *rest: Any) -> Type:
+    def t_dict(self, span: Span | None, key: Token, *rest: Any) -> Type:
         *extent, val = rest  # {KEY [n] -> val}: a declared extent (see sdqlite.types)
         return DictT(val, dense=str(key) == "dense_int",
                      extent=str(extent[0]) if extent else None)
 
-    def t_tensor(self, meta: Any, n: Token) -> Type:
+    def t_tensor(self, span: Span | None, n: Token) -> Type:
         if int(n) > 64:
             raise ParseError(f"tensor {n}: order too large (at most 64)", _tspan(n))
         return tensor(int(n))
 
-    def otimes(self, meta: Any, a: Type, _op: Token, b: Type) -> Type:
+    def otimes(self, span: Span | None, a: Type, _op: Token, b: Type) -> Type:
         t = otimes(a, b)
         if t is None:
-            raise ParseError(f"{a} ⊗ {b} is not defined", _span(meta))
+            raise ParseError(f"{a} ⊗ {b} is not defined", span)
         return t
+
+
+#: what Lark calls as it reduces: each rule's method, given its span
+_ToAst = type("_ToAst", (), {name: _rule(f) for name, f in vars(_Rules).items()
+                             if not name.startswith("_")})
 
 
 _NICE = {
@@ -287,20 +329,27 @@ def _convert(err: lark.exceptions.UnexpectedInput, text: str) -> ParseError:
     return ParseError("unexpected end of input", Span(line, col, line, col + 1))
 
 
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector off while parsing: a parse makes no cycles, and the
+    collector's passes over the growing AST made a long literal's parse superlinear
+    (10^5 entries: half the time)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _parse(text: str, start: str) -> Any:
     try:
-        tree = _lark().parse(text, start=start)
-        return _ToAst().transform(tree)
+        with _no_cycle_collection():
+            built: _Built = _lark().parse(text, start=start)  # type: ignore[assignment]
+        return built.value
     except lark.exceptions.UnexpectedInput as err:
         raise _convert(err, text) from None
-    except lark.exceptions.VisitError as err:
-        if isinstance(err.orig_exc, SDQLiteError):
-            raise err.orig_exc from None
-        if isinstance(err.orig_exc, RecursionError):
-            raise ParseError("program is nested too deeply", None) from None
-        raise
-    except RecursionError:
-        raise ParseError("program is nested too deeply", None) from None
 
 
 def parse_program(text: str) -> Program:

@@ -122,7 +122,7 @@ class _Printer:
             case IntConst(n):
                 return str(n)
             case RealConst(r):
-                return _real(r)
+                return real_text(r)
             case BoolConst(b):
                 return "true" if b else "false"
             case Sum(k, v, dom, body):
@@ -199,6 +199,7 @@ def _literal_shape(e: Expr, n: int) -> bool:
                                                                                   n - half)
 
 
-def _real(r: float) -> str:
+def real_text(r: float) -> str:
+    """A real literal's text: Python's shortest repr, with a point."""
     text = repr(r)
     return text if any(c in text for c in ".e") else text + ".0"

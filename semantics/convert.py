@@ -16,7 +16,7 @@ import scipy.sparse
 
 from sdqlite.errors import DataError
 from sdqlite.types import INT, REAL, DictT, Type
-from semantics.datafiles import read_data
+from semantics.datafiles import read_data, sparse_declared
 from semantics.values import DenseArray, Value, dense, single
 
 
@@ -118,4 +118,6 @@ def load(path: str | Path, declared: Type | None = None) -> tuple[Value, Type]:
     declared type of its input, when there is one, tells a vector from an n×1 matrix
     and a real from an integer (``semantics/datafiles.py``)."""
     data = read_data(path, declared)
+    if not scipy.sparse.issparse(data) and sparse_declared(declared, data.ndim):
+        data = scipy.sparse.coo_array(data)  # its non-zero entries (datafiles.py)
     return from_scipy(data) if scipy.sparse.issparse(data) else from_numpy(data)

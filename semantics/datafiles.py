@@ -13,6 +13,12 @@ passes it on as it is): a numpy array (float64 or int64, finite) or a canonical
 | `.mtx`, array | a dense matrix `{dense_int -> {dense_int -> real}}` |
 | `.npz` (`scipy.sparse.save_npz`) | a sparse matrix; a 1-d array a sparse vector `{int -> real}` |
 
+A dense file (`.npy`, `.mtx` array) given for an input declared sparse, `{int -> real}`
+or `{int -> {int -> real}}`, is the dictionary of its non-zero entries: what the
+compiled backend's `dense` storage format means (Fig. storage_spec), and what a
+dictionary is (it stores no zeros, DESIGN.md). Other mixes of dense and sparse layers
+are refused as not matching the declaration.
+
 A `.mtx` or `.npz` matrix of shape n×1 or 1×n is a vector (`{int -> real}`; the array
 format `{dense_int -> real}`) when its input is declared with one dictionary layer.
 Matrix Market values are reals: `integer` ones too, `pattern` entries are 1.0, and
@@ -20,8 +26,9 @@ Matrix Market values are reals: `integer` ones too, `pattern` entries are 1.0, a
 stores no entry above the diagonal (nor on it, skew-symmetric). Refused, naming the
 file: complex data (never truncated to its real part), dtypes other than float and int,
 numbers that are not finite, integers beyond 64 bits (or beyond 2^53 where they become
-reals, which would round them), wrong entry counts, indices outside the shape (Matrix
-Market's are 1-based), and whatever is not the file its suffix says.
+reals, which would round them), wrong entry counts, a Matrix Market line with more or
+fewer fields than its format has (scipy drops extra ones), indices outside the shape
+(Matrix Market's are 1-based), and whatever is not the file its suffix says.
 """
 
 from __future__ import annotations
@@ -84,6 +91,15 @@ def _library(read: Callable[[], T], what: str) -> T:
         raise DataError(f"{what}: {err or type(err).__name__}") from None
 
 
+def sparse_declared(declared: Type | None, ndim: int) -> bool:
+    """Whether an n-d dense array given for ``declared`` is read as a dictionary: a
+    declared real vector or matrix with sparse (``int``) layers."""
+    layers = 0
+    while isinstance(declared, DictT) and not declared.dense:
+        declared, layers = declared.val, layers + 1
+    return declared == REAL and layers == ndim in (1, 2)
+
+
 def _wants_vector(declared: Type | None) -> bool:
     return isinstance(declared, DictT) and not isinstance(declared.val, DictT)
 
@@ -120,6 +136,7 @@ def _mtx(p: Path, declared: Type | None) -> Any:
                         "part)")
     if symmetry != "general" and rows != cols:
         raise DataError(f"a {symmetry} matrix must be square, this one is {rows}×{cols}")
+    _fields_per_line(p, 1 if layout == "array" else 2 if field == "pattern" else 3)
     try:
         m = _library(lambda: scipy.io.mmread(p), "not a valid Matrix Market file")
     except DataError as err:
@@ -136,6 +153,30 @@ def _mtx(p: Path, declared: Type | None) -> Any:
         _stored_triangle(p, symmetry)
     return _sparse(scipy.sparse.coo_array(m), declared,
                    lambda k: f"the entry at row {k[0] + 1}, column {k[1] + 1}")
+
+
+def _fields_per_line(p: Path, fields: int) -> None:
+    """Every data line holds ``fields`` numbers (Matrix Market defines each line's
+    fields; scipy ignores any beyond them, which would read ``1 2 3.5 9`` as 3.5 and lose
+    the 9).  Counted with numpy, not line by line in Python."""
+    b = np.frombuffer(p.read_bytes(), dtype=np.uint8)
+    space = b <= ord(" ")  # blanks, line ends (control bytes: not numbers either)
+    newlines = np.flatnonzero(b == ord("\n"))
+    starts = np.concatenate(([0], newlines + 1))
+    first = np.flatnonzero(~space[1:] & space[:-1]) + 1  # where each field begins
+    first = np.concatenate(([0], first)) if b.size and not space[0] else first
+    counts = np.bincount(np.searchsorted(newlines, first), minlength=starts.size)
+    comment = np.zeros(starts.size, dtype=bool)
+    inside = starts < b.size
+    comment[inside] = b[starts[inside]] == ord("%")
+    data = np.flatnonzero(~comment & (counts > 0))[1:]  # after the size line
+    bad = counts[data] != fields
+    if bad.any():
+        n = int(data[int(np.argmax(bad))])
+        end = newlines[n] if n < newlines.size else b.size
+        text = b[starts[n]:end].tobytes().decode(errors="replace").strip()
+        raise DataError(f"line {n + 1} has {counts[n]} fields where a data line has {fields}: "
+                        f"{text[:60]!r}{'...' if len(text) > 60 else ''}")
 
 
 def _stored_triangle(p: Path, symmetry: str) -> None:

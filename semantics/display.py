@@ -12,7 +12,7 @@ from fractions import Fraction
 from sdqlite.ast import ArrayLit, BoolConst, Empty, Expr, IntConst, RealConst, SubArray
 from sdqlite.errors import DataError
 from sdqlite.parser import parse_expr
-from sdqlite.printer import show
+from sdqlite.printer import real_text, show
 from sdqlite.sugar import dict_literal
 from sdqlite.types import Type
 from semantics.values import FLOAT, DenseArray, Field, Value, is_sympy, zero_like
@@ -46,12 +46,34 @@ def value_to_expr(v: Value) -> Expr:
 def show_value(v: Value) -> str:
     """The paper's notation for ``v`` (symbolic entries print as sympy expressions)."""
     if not _has_sympy(v):
-        return show(value_to_expr(v))
+        return _text(v)
     if isinstance(v, dict):
         return "{ " + ", ".join(f"{k} -> {show_value(v[k])}" for k in sorted(v)) + " }"
     if isinstance(v, DenseArray):
         return "[" + ", ".join(show_value(x) for x in v) + "]"
     return str(v)
+
+
+def _text(v: Value) -> str:
+    """``show(value_to_expr(v))``, written directly (a value prints on one line); making
+    the program first took ten times as long (properties/test_roundtrip.py)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float | Fraction):
+        return real_text(float(v))
+    if isinstance(v, dict):
+        if not v:
+            return "{}"
+        return "{ " + ", ".join(f"{k} -> {_text(v[k])}" for k in sorted(v)) + " }"
+    if isinstance(v, DenseArray):
+        if v.start < 0:
+            raise DataError("a dense array starting at a negative position has no literal")
+        pad = [zero_like(v.items[0])] * v.start if v.items else []
+        lit = "[" + ", ".join(_text(x) for x in [*pad, *v.items]) + "]"
+        return lit if v.start == 0 else f"{lit}({v.start}:{v.end})"
+    return show(value_to_expr(v))  # not a value: value_to_expr says why
 
 
 def _has_sympy(v: Value) -> bool:

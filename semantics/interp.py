@@ -87,60 +87,63 @@ def _all_finite(v: Value) -> bool:
 
 
 def _eval(e: Expr, env: Map[str, Value], field: Field) -> Value:
-    def ev(x: Expr, extra: Env | None = None) -> Value:  # env is persistent: binders share it
-        return _eval(x, env if extra is None else env.update(extra), field)
-
-    match e:
+    # env is a persistent map: a binder extends it without copying (env.set)
+    match e:  # arms from the most to the least often run: a match tries them in turn
         case Var(x):
-            if x not in env:
-                raise EvalError(f"no value for variable {x}", e.span)
-            return env[x]
-        case IntConst(n):
-            return n
-        case RealConst(r):
-            return field.literal(r)
-        case BoolConst(b):
-            return b
+            try:
+                return env[x]
+            except KeyError:
+                raise EvalError(f"no value for variable {x}", e.span) from None
+        case Let(x, rhs, body):
+            return _eval(body, env.set(x, _eval(rhs, env, field)), field)
+        case Mul(a, b):  # the tensor product
+            return _finite(V.mul(_eval(a, env, field), _eval(b, env, field)), e.span)
+        case Add(a, b):
+            return _finite(V.add(_eval(a, env, field), _eval(b, env, field)), e.span)
+        case Single(k, v):  # ⟦{k -> v}⟧, with {k -> 0} = {}
+            return V.single(_int(_eval(k, env, field), "a dictionary key", k.span),
+                            _eval(v, env, field))
+        case Lookup(d, k, _, ty):  # ⟦d(k)⟧ = the entry, or zero[T] when missing
+            key = _int(_eval(k, env, field), "a lookup key", k.span)
+            return V.lookup(_eval(d, env, field), key, V.zero_of(_ty(ty, e), field))
         case Sum(k, v, dom, body, _, ty):  # ⟦sum(<k,v> in d) b⟧ = Σ_{(k,v) ∈ d} ⟦b⟧
             acc = V.Accumulator(V.zero_of(_ty(ty, e), field))
-            for key, val in V.entries(ev(dom)):
-                acc.add(ev(body, {k: key, v: val}))
+            for key, val in V.entries(_eval(dom, env, field)):
+                acc.add(_eval(body, env.set(k, key).set(v, val), field))
             return acc.value
-        case Single(k, v):  # ⟦{k -> v}⟧, with {k -> 0} = {}
-            return V.single(_int(ev(k), "a dictionary key", k.span), ev(v))
+        case RealConst(r):
+            return field.literal(r)
+        case IntConst(n):
+            return n
+        case BoolConst(b):
+            return b
         case Empty(ty):  # zero[T]
             return V.zero_of(_ty(ty, e), field)
-        case Lookup(d, k, _, ty):  # ⟦d(k)⟧ = the entry, or zero[T] when missing
-            key = _int(ev(k), "a lookup key", k.span)
-            return V.lookup(ev(d), key, V.zero_of(_ty(ty, e), field))
-        case Let(x, rhs, body):
-            return ev(body, {x: ev(rhs)})
         case Not(a):
-            return not ev(a)
+            return not _eval(a, env, field)
         case If(c, body, _, ty):  # no else branch: zero[T] when false
-            return ev(body) if ev(c) else V.zero_of(_ty(ty, e), field)
-        case Add(a, b):
-            return _finite(V.add(ev(a), ev(b)), e.span)
-        case Mul(a, b):  # the tensor product
-            return _finite(V.mul(ev(a), ev(b)), e.span)
+            if _eval(c, env, field):
+                return _eval(body, env, field)
+            return V.zero_of(_ty(ty, e), field)
         case Eq(a, b):
-            return bool(ev(a) == ev(b))
+            return bool(_eval(a, env, field) == _eval(b, env, field))
         case UnOp(name, a):
-            return unop(name, ev(a), e.span)
+            return unop(name, _eval(a, env, field), e.span)
         case Range(lo, hi):  # (st:en) = {p -> p | st <= p < en}
-            st, en = _int(ev(lo), "a range start", lo.span), _int(ev(hi), "a range end", hi.span)
+            st = _int(_eval(lo, env, field), "a range start", lo.span)
+            en = _int(_eval(hi, env, field), "a range end", hi.span)
             _size(en - st, e.span)
             return V.dense(list(range(st, en)), st)
         case SubArray(arr, lo, hi, _, ty):  # arr(st:en) = {p -> arr(p) | st <= p < en}
-            a, z = ev(arr), V.zero_of(_ty(ty, e), field)
-            st, en = _int(ev(lo), "a sub-array start", lo.span), _int(
-                ev(hi), "a sub-array end", hi.span)
+            a, z = _eval(arr, env, field), V.zero_of(_ty(ty, e), field)
+            st = _int(_eval(lo, env, field), "a sub-array start", lo.span)
+            en = _int(_eval(hi, env, field), "a sub-array end", hi.span)
             _size(en - st, e.span)
             return V.dense([V.lookup(a, p, z) for p in range(st, en)], st)
         case Unique(a):  # the identity (a promise for rewrites and codegen)
-            return ev(a)
+            return _eval(a, env, field)
         case ArrayLit(elems):
-            return V.dense([ev(x) for x in elems])
+            return V.dense([_eval(x, env, field) for x in elems])
         case Gradient():
             return _ty(None, e)  # the checker expands gradient: not elaborated
         case _:

@@ -81,11 +81,12 @@ def test_domain_error_is_located(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_data_must_match_declaration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    np.save(tmp_path / "v.npy", np.array([1.0, 2.0]))
+    np.save(tmp_path / "m.npy", np.eye(2))
     f = _file(tmp_path, DOT)
-    assert main(["eval", f, "-i", f"V1={tmp_path / 'v.npy'}", "-i", "V2={}"]) == 1
+    assert main(["eval", f, "-i", f"V1={tmp_path / 'm.npy'}", "-i", "V2={}"]) == 1
     err = capsys.readouterr().err
-    assert "input V1 is declared {int -> real} but its data is {dense_int -> real}" in err
+    assert ("input V1 is declared {int -> real} but its data is "
+            "{dense_int -> {dense_int -> real}}") in err
 
 
 def test_undeclared_input_takes_type_of_data(

@@ -19,7 +19,7 @@ import sdqlite
 from codegen.build import build
 from codegen.emit import translation_unit
 from sdqlite.cli import main
-from sdqlite.errors import CodegenError, DataError, EvalError, SDQLTypeError
+from sdqlite.errors import BuildError, CodegenError, DataError, EvalError, SDQLTypeError
 from sdqlite.parser import parse_program
 from sdqlite.session import Session
 from sdqlite.typecheck import typecheck
@@ -136,6 +136,71 @@ def test_a_compiler_failure_names_the_generated_file(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("CXX", "no-such-compiler")
     with pytest.raises(CodegenError, match=r"apt-get install g\+\+ libboost1\.81-dev"):
         build(translation_unit([]))
+
+
+def _cache_paths(tmp_path: Path) -> list[tuple[str, str]]:
+    """Cache paths that cannot hold files, and what the error says about each."""
+    (tmp_path / "afile").write_text("")
+    paths = [(str(tmp_path / "afile"), "File exists"),
+             (str(tmp_path / "afile" / "sub"), "Not a directory"),
+             (str(tmp_path / ("a" * 300)), "File name too long")]
+    if Path("/proc/self").is_dir():  # a directory that exists but takes no new files
+        paths.append(("/proc", "No such file or directory"))
+    return paths
+
+
+def test_a_cache_that_cannot_hold_files_is_a_build_error_naming_the_variable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    prog = tmp_path / "p.sdql"
+    prog.write_text("x : real\nx * x\n")
+    for cache, why in _cache_paths(tmp_path):
+        monkeypatch.setenv("SDQLITE_CACHE", cache)
+        with pytest.raises(BuildError) as err:
+            sdqlite.compile("x : real\nx * x + 1.0")(x=2.0)
+        shown = cache if len(cache) <= 80 else cache[:40]
+        assert err.value.message.startswith(f"SDQLITE_CACHE={shown}")
+        assert ": cannot create " in err.value.message and err.value.message.endswith(why)
+        assert len(err.value.message) < 300  # a 300-character path is shortened
+        assert main(["eval", str(prog), "--backend", "cpp", "-i", "x=2.0"]) == 1
+        out = capsys.readouterr()
+        assert out.err.startswith(f"sdqlite: error: SDQLITE_CACHE={shown}") and why in out.err
+        assert "internal error" not in out.err and out.out == ""
+    monkeypatch.delenv("SDQLITE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "afile"))
+    with pytest.raises(BuildError, match=r"^XDG_CACHE_HOME=.*afile: cannot create .*afile/sdqlite"):
+        sdqlite.compile("x : real\nx * x + 2.0")(x=2.0)
+
+
+def test_a_compiler_that_will_not_run_or_fails_silently_is_a_build_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    garbage, silent = tmp_path / "garbage", tmp_path / "silent"
+    garbage.write_text("not a program")
+    silent.write_text("#!/bin/sh\nexit 3\n")
+    for f in (garbage, silent):
+        f.chmod(0o755)
+    source = translation_unit([]) + "// compiled by a broken compiler\n"
+    monkeypatch.setenv("CXX", str(garbage))
+    with pytest.raises(BuildError, match=f"^CXX={garbage}: cannot run the C\\+\\+ compiler .*: "
+                                         "Exec format error$"):
+        build(source)
+    monkeypatch.setenv("CXX", str(silent))
+    with pytest.raises(BuildError, match=f"generated file .*\\.cpp:\n{silent} exited with "
+                                         "status 3, printing nothing$"):
+        build(source)
+    monkeypatch.setenv("CXX", "true")  # "succeeds" and writes nothing
+    with pytest.raises(BuildError, match=r"true wrote no shared object, printing nothing$"):
+        build(source)
+    monkeypatch.delenv("CXX")
+    monkeypatch.setenv("SDQLITE_CXXFLAGS", "-O1 '-g")
+    with pytest.raises(BuildError, match=r"^SDQLITE_CXXFLAGS=-O1 '-g: No closing quotation$"):
+        build(source)
+    prog = tmp_path / "p.sdql"
+    prog.write_text("x : real\nx * x\n")
+    assert main(["eval", str(prog), "--backend", "cpp", "-i", "x=2.0"]) == 1
+    assert capsys.readouterr().err == ("sdqlite: error: SDQLITE_CXXFLAGS=-O1 '-g: "
+                                       "No closing quotation\n")
 
 
 def _build_in_child(source: str, cache: str, out: multiprocessing.Queue[str]) -> None:

@@ -140,6 +140,13 @@ MTX_ACCEPTED: dict[str, tuple[str, str | None, Value, str]] = {
     "1×n declared a vector": (_coord(1, 4, [(1, 2, 1.5), (1, 4, 2.0)]), VEC,
                               {1: 1.5, 3: 2.0}, VEC),
     "n×1 undeclared is a matrix": (_coord(4, 1, [(4, 1, 2.0)]), None, {3: {0: 2.0}}, MAT),
+    "blank lines, blanks around fields, CRLF": (
+        (MM.format("coordinate", "general") + "2 2 2\n\n 1 1\t1.5 \n\n2 2 2.0").replace(
+            "\n", "\r\n"), MAT, {0: {0: 1.5}, 1: {1: 2.0}}, MAT),
+    "array declared sparse": (MM.format("array", "general") + "2 2\n1\n0\n0\n4\n", MAT,
+                              {0: {0: 1.0}, 1: {1: 4.0}}, MAT),
+    "array n×1 declared a sparse vector": (MM.format("array", "general") + "3 1\n1\n0\n2\n",
+                                           VEC, {0: 1.0, 2: 2.0}, VEC),
 }
 
 
@@ -178,7 +185,15 @@ MTX_REFUSED: dict[str, tuple[str, str]] = {
     "index not an integer": (_coord(3, 3, [(1, 1, 1.0)]).replace("1 1 1", "1.5 1 1"),
                              "Invalid integer"),
     "value missing": (_coord(3, 3, [(1, 1, 1.0)], "pattern").replace("pattern", "real"),
-                      "Invalid floating-point"),
+                      "line 4 has 2 fields where a data line has 3: '1 1'"),
+    # scipy reads the first fields of a line and drops the rest; Matrix Market has none
+    "a field too many": (_coord(3, 3, ENTRIES).replace("3 2 2.0\n", "3 2 2.0 9\n"),
+                         "line 5 has 4 fields where a data line has 3: '3 2 2.0 9'"),
+    "a value on a pattern line": (_coord(3, 3, [(1, 1, 0), (2, 1, 0)], "pattern")
+                                  .replace("2 1\n", "2 1 7.5\n"),
+                                  "line 5 has 3 fields where a data line has 2: '2 1 7.5'"),
+    "two values on an array line": (MM.format("array", "general") + "2 1\n1\n2 3\n",
+                                    "line 4 has 2 fields where a data line has 1: '2 3'"),
     "array too short": (MM.format("array", "general") + "2 2\n1\n2\n3\n", "Truncated"),
     "array pattern": ("%%MatrixMarket matrix array pattern general\n2 2\n", "pattern"),
     "three sizes and an index": (MM.format("coordinate", "general") + "3 3 3 1\n1 1 1 1.5\n",
@@ -222,6 +237,12 @@ NPY_ACCEPTED: dict[str, tuple[Any, str | None, Value, str]] = {
     "int declared real": (np.array([3, -1]), DVEC, dense([3.0, -1.0]), DVEC),
     "empty vector": (np.zeros(0), DVEC, dense([]), DVEC),
     "empty rows": (np.zeros((2, 0)), DMAT, dense([dense([]), dense([])]), DMAT),
+    # declared sparse: the dictionary of its non-zero entries
+    "declared a sparse vector": (np.array([1.5, 0.0, -2.0]), VEC, {0: 1.5, 2: -2.0}, VEC),
+    "int declared a sparse vector": (np.array([0, 3]), VEC, {1: 3.0}, VEC),
+    "declared a sparse matrix": (np.array([[0.0, 2.0], [0.0, 0.0], [-1.0, 0.0]]), MAT,
+                                 {0: {1: 2.0}, 2: {0: -1.0}}, MAT),
+    "zeros declared sparse": (np.zeros((2, 2)), MAT, {}, MAT),
 }
 
 
@@ -387,6 +408,38 @@ def test_compiled_backend_reads_the_same(tmp_path: Path, capsys: pytest.CaptureF
         arr, declared, expected, t = NPY_ACCEPTED[name]
         data = _npy(tmp_path, arr)
     accepted(tmp_path, capsys, data, declared, expected, t, backend="cpp")
+
+
+DECLARED_SPARSE = ["declared a sparse vector", "int declared a sparse vector",
+                   "declared a sparse matrix", "zeros declared sparse"]
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpp"])
+def test_dense_data_declared_sparse_is_its_non_zero_entries_on_both_backends(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str) -> None:
+    if backend == "cpp" and shutil.which(os.environ.get("CXX", "g++")) is None:
+        pytest.skip("no C++ compiler")
+    for name in DECLARED_SPARSE:
+        arr, declared, expected, t = NPY_ACCEPTED[name]
+        accepted(tmp_path, capsys, _npy(tmp_path, arr), declared, expected, t, backend)
+    for name in ["array declared sparse", "array n×1 declared a sparse vector"]:
+        text, declared, expected, t = MTX_ACCEPTED[name]
+        accepted(tmp_path, capsys, _mtx(tmp_path, text), declared, expected, t, backend)
+    # the gradient w.r.t. a sparse input covers its stored entries: not position 1, a zero
+    prog = tmp_path / "g.sdql"
+    prog.write_text("V : {int -> real}\nW : {int -> real}\nsum(<i, a> in V) a * W(i)\n")
+    v, w = _npy(tmp_path, np.array([1.0, 0.0, 3.0])), _npy(tmp_path, np.array([2.0, 5.0, 7.0]),
+                                                            "w.npy")
+    assert main(["grad", str(prog), "--wrt", "V", "-i", f"V={v}", "-i", f"W={w}",
+                 "--backend", backend]) == 0
+    assert read_value(capsys.readouterr().out.strip(), parse_type(VEC))[0] == {0: 2.0, 2: 7.0}
+    # other mixes of dense and sparse layers match no declaration, on either backend
+    for declared in ["{int -> {dense_int -> real}}", "{dense_int -> {int -> real}}",
+                     "{int -> int}", VEC]:
+        arr = np.array([1, 0]) if declared == "{int -> int}" else np.eye(2)
+        code, _, err = _run(tmp_path, capsys, _npy(tmp_path, arr), declared, backend)
+        assert code == 1 and f"input x is declared {declared}" in err, err
+        assert "internal error" not in err
 
 
 @pytest.mark.parametrize("text", [MTX_REFUSED["nan"][0], MTX_REFUSED["complex"][0],
