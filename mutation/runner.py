@@ -8,8 +8,11 @@
    once; then for each mutant a forked child sets ``__mutant__`` and runs the tests that
    reached it — the ``properties/`` tests first, the tests that killed the most mutants
    of the module so far first — until one fails (killed) or all pass (survived).  A
-   mutant evaluated while the suite is collected (a rule table, a constant) cannot be
-   switched on in a fork: its child starts a fresh interpreter with it switched on.
+   mutant in code that runs when its module is imported (a rule table, a constant, a
+   default) cannot be switched on in a fork: its child starts a fresh interpreter with
+   it switched on, and runs every test that reaches the module.  (A function called
+   while the tests are collected, to build an example, runs as written there: the
+   tests themselves run with the mutant.)
    A child over its time limit (in CPU seconds: three times its tests' recorded time,
    plus 30 s) is killed and the mutant counted as killed by a timeout (a mutant that
    makes a loop run away).  The properties' survivors are then run
@@ -179,7 +182,6 @@ class MutatePlugin:
             setattr(sys.modules[m.name], GLOBAL, 0)
         items = {item.nodeid: item for item in session.items}
         tests = self.recording["tests"]
-        at_import = {n: set(ids) for n, ids in self.recording["at_import"].items()}
         reached: dict[tuple[str, int], list[str]] = {}
         module_tests: dict[str, set[str]] = {}
         for t, r in tests.items():
@@ -191,7 +193,7 @@ class MutatePlugin:
 
         def job(key: tuple[str, int], scope: str) -> Job | None:
             n, i = key
-            fresh = i in at_import.get(n, set()) or self.modules[n].mutants[i - 1].at_import
+            fresh = self.modules[n].mutants[i - 1].at_import
             # evaluated at import: every test that runs the module may see it
             pool = module_tests.get(n, set()) if fresh else set(reached.get(key, []))
             chosen = [t for t in pool if t.startswith(scope + "/") and t in items]

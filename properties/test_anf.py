@@ -80,4 +80,4 @@ def test_gradient_with_sharing_is_linear_in_the_program(ops: list[str],
     shared = gradient(chain(n), "x", {"x": REAL}, share=True)
     plain = gradient(chain(n), "x", {"x": REAL})
     a, b = evaluate(shared, env), evaluate(plain, env)
-    assert abs(a - b) <= 1e-9 * (1 + abs(b))  # type: ignore[operator]
+    assert abs(a - b) <= 1e-9 * (1 + abs(b))
