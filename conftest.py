@@ -5,9 +5,9 @@
 * ``thorough``: 2000 examples per property, for deep runs;
 * ``sanitize``: 60 examples, derandomized, for the C++ agreement property built with the
   sanitizers (``make sanitize``, run by ``make test``);
-* ``mutation``: ``ci`` without shrinking, for ``make mutation``: a test fails on the
-  same first example as under ``ci`` (the examples are the same), and a mutant's run
-  stops there instead of shrinking it.
+* ``mutation``: derandomized, 100 examples and no shrinking, for ``make mutation``: a
+  mutant's run stops at the first failing example instead of shrinking it, and a
+  surviving mutant, which runs every test that reaches it, costs a third of ``ci``.
 
 Choose with HYPOTHESIS_PROFILE=dev|ci|thorough (``make test PROFILE=thorough``).
 """
@@ -23,7 +23,7 @@ settings.register_profile("ci", max_examples=300, derandomize=True, database=Non
 settings.register_profile("thorough", max_examples=2000, **_common)
 settings.register_profile("sanitize", max_examples=60, derandomize=True, database=None,
                           print_blob=True, **_common)
-settings.register_profile("mutation", settings.get_profile("ci"),
+settings.register_profile("mutation", settings.get_profile("ci"), max_examples=100,
                           phases=[Phase.explicit, Phase.generate])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI")
                                                                else "dev"))

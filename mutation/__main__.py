@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"write the score table to {REPORT.relative_to(ROOT)}")
     ap.add_argument("--phase", choices=["record"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    os.environ["HYPOTHESIS_PROFILE"] = "mutation"  # conftest.py: ci, no shrinking
+    os.environ["HYPOTHESIS_PROFILE"] = "mutation"  # conftest.py: 100 examples, no shrinking
     STATE.mkdir(exist_ok=True)
     (STATE / "progress.log").unlink(missing_ok=True)
 
@@ -227,7 +227,7 @@ def report(rows: list[Row], args: argparse.Namespace, minutes: float) -> str:
             f"{datetime.date.today().isoformat()}, {platform.machine()}, "
             f"{os.cpu_count()} cores, Python {platform.python_version()}, "
             f"{minutes:.0f} minutes with {args.jobs} jobs, Hypothesis profile `mutation` "
-            f"(`ci` without shrinking).\n"
+            f"(derandomized, 100 examples, no shrinking).\n"
             f"A score is the share of the mutants run (the non-equivalent ones) that a test "
             f"kills.\n\n{format_table(rows)}\n")
 

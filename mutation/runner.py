@@ -1,7 +1,8 @@
 """Running the mutants: a recording pass, then one forked process per mutant.
 
 1. *Record* (a process of its own, cached in ``.mutation/`` by the sources' hash): the
-   whole suite runs once under the ``ci`` Hypothesis profile with every ``__mutant__`` a
+   whole suite runs once under the ``mutation`` Hypothesis profile (``conftest.py``:
+   derandomized, 100 examples, no shrinking) with every ``__mutant__`` a
    ``Recorder``; for each test, which mutants it reached and how long it took.  A test
    that fails here stops the run: the gate must pass on the code as written.
 2. *Mutate*: a pytest session imports the instrumented modules and collects the suite
@@ -82,8 +83,7 @@ def install(modules: Sequence[Module], initial: dict[str, object]) -> Finder:
 def sources_hash() -> str:
     h = hashlib.sha256()
     """What the recording depends on: the code, the tests, and how mutants are made."""
-    files = [ROOT / "conftest.py", ROOT / "mutation" / "operators.py",
-             ROOT / "mutation" / "schemata.py"]
+    files = [ROOT / "mutation" / "operators.py", ROOT / "mutation" / "schemata.py"]
     for folder in ("sdqlite", "semantics", "codegen", "properties", "tests", "paper_examples"):
         files += sorted((ROOT / folder).rglob("*.py")) + sorted((ROOT / folder).rglob("*.sdql"))
     for f in files:
