@@ -7,6 +7,10 @@
 * Every rule fires on the generated programs (a rule never exercised fails this file).
 * Every *semantic* condition is needed: without it, the rule rewrites some instance to
   a program of another meaning or type (the table in ``GUARD_COUNTEREXAMPLES``).
+* The matcher is complete and sound: a pattern cut from a generated program (some
+  subterms made metavariables, equal subterms the same one, its binders renamed) matches
+  the program, binds each metavariable to what it replaced, and instantiates back to the
+  program; matched against another program, it instantiates back to that program.
 """
 
 from collections import Counter
@@ -24,13 +28,24 @@ from properties.generators import (
     guard_shapes,
     programs,
 )
-from sdqlite.ast import Expr, Let, Sum, children
+from sdqlite.ast import (
+    BoolConst,
+    Expr,
+    IntConst,
+    Let,
+    RealConst,
+    Sum,
+    Var,
+    children,
+    map_children,
+)
 from sdqlite.errors import SDQLiteError
 from sdqlite.fad import is_discrete
 from sdqlite.gradient import gradient
 from sdqlite.names import NameSupply, names_in
 from sdqlite.parser import parse_expr
-from sdqlite.rules import RULES, RULES_BY_NAME
+from sdqlite.printer import show
+from sdqlite.rules import RULES, RULES_BY_NAME, Rule
 from sdqlite.typecheck import Ctx, synth, typecheck
 from sdqlite.types import INT, REAL, DictT, Type
 from semantics.display import read_value
@@ -168,3 +183,74 @@ def test_semantic_conditions_are_needed() -> None:
             continue  # ill-typed without the guard: needed
         before, after = evaluate(e, env, FRACTION), evaluate(r_elab, env, FRACTION)
         assert rt != t or not values_equal(before, after), name
+
+
+@st.composite
+def cut_patterns(draw: Draw) -> tuple[Generated, Expr, dict[str, Expr]]:
+    """A program, a pattern cut from it, and what each metavariable replaced (a pattern
+    has no free names but metavariables: inputs are always cut)."""
+    g = draw(st.sampled_from([LOGICAL, PHYSICAL]).flatmap(lambda lang: programs(lang=lang)))
+    cut: dict[Expr, str] = {}
+
+    def go(e: Expr, renamed: dict[str, str]) -> Expr:
+        free_input = isinstance(e, Var) and e.name not in renamed  # a pattern names none
+        if e in cut or free_input or draw(st.integers(0, 4)) == 0:
+            return Var(cut.setdefault(e, f"mv{len(cut) + 1}"))
+        match e:
+            case Var(x):
+                return Var(renamed.get(x, x))
+            case Sum(k, v, dom, body):
+                inner = renamed | {x: f"p{x}" for x in (k, v) if x != "_"}
+                return Sum(inner.get(k, k), inner.get(v, v), go(dom, renamed),
+                           go(body, inner))
+            case Let(x, rhs, body):
+                inner = renamed | {x: f"p{x}"}
+                return Let(inner[x], go(rhs, renamed), go(body, inner))
+        return map_children(e, lambda c: go(c, renamed))
+
+    elab, t = typecheck(g.expr, g.ctx)  # gradient expanded
+    pattern = go(elab, {})
+    return Generated(g.ctx, elab, t), pattern, {name: e for e, name in cut.items()}
+
+
+@given(cut_patterns(), st.sampled_from([LOGICAL, PHYSICAL]).flatmap(
+    lambda lang: programs(lang=lang)))
+def test_the_matcher_is_complete_and_sound(cut: tuple[Generated, Expr, dict[str, Expr]],
+                                           other: Generated) -> None:
+    g, pattern, replaced = cut
+    rule = Rule("cut", "a pattern cut from a program", "properties", show(pattern),
+                show(pattern), tuple(replaced))
+    elab, _ = typecheck(g.expr, g.ctx)
+    names = NameSupply(names_in(elab))
+    m = rule.match(elab, g.ctx, check=False)
+    assert m is not None, (show(pattern), show(elab))
+    assert {x: show(e) for x, e in m.exprs.items()} == {
+        x: show(e) for x, e in replaced.items()}
+    assert show(rule.apply(m, names)) == show(elab)
+    other_elab, _ = typecheck(other.expr, other.ctx)
+    near = _another_constant(elab)  # the program with one constant changed
+    for e, ctx in ((other_elab, other.ctx), (near, g.ctx)):
+        m2 = rule.match(e, ctx, check=False)
+        if m2 is not None:
+            assert show(rule.apply(m2, names)) == show(e)
+
+
+def _another_constant(e: Expr) -> Expr:
+    """``e`` with its first numeric or boolean constant changed (``e`` when it has none)."""
+    done = False
+
+    def go(x: Expr) -> Expr:
+        nonlocal done
+        match x:
+            case IntConst(n) if not done:
+                done = True
+                return IntConst(n + 1)
+            case RealConst(r) if not done:
+                done = True
+                return RealConst(r + 1)
+            case BoolConst(b) if not done:
+                done = True
+                return BoolConst(not b)
+        return map_children(x, go)
+
+    return go(e)
