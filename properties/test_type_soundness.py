@@ -2,18 +2,25 @@
 if Γ ⊢ e : T and ρ ∈ ⟦Γ⟧, then ⟦e⟧(ρ) is a value of type T — and a canonical one
 (dictionaries store no zeros, dense arrays are well formed).  Checked in the float
 field and, exactly, in the field of rationals.  Elaboration is idempotent.
+
+A value's data tell its type where they determine it (``values.type_of``, used when an
+input is given without a declaration): for a generated value v of type T, type_of(v) is
+T, or None exactly when no path through v reaches a scalar (an empty dictionary or
+array at every branch).
 """
 
 from fractions import Fraction
 
+import sympy
 from hypothesis import example, given
+from hypothesis import strategies as st
 
-from properties.generators import Generated, programs, programs_with_env
+from properties.generators import INPUT_TYPES, Generated, programs, programs_with_env, values
 from sdqlite.ast import IntConst, Mul, Range, SubArray
 from sdqlite.typecheck import typecheck
-from sdqlite.types import INT, REAL, DictT
+from sdqlite.types import BOOL, INT, REAL, DictT, Type
 from semantics.interp import evaluate
-from semantics.values import FLOAT, FRACTION, Field, Value, has_type
+from semantics.values import FLOAT, FRACTION, DenseArray, Field, Value, has_type, type_of
 
 Case = tuple[Generated, dict[str, Value]]
 
@@ -51,3 +58,32 @@ def test_elaboration_is_idempotent(g: Generated) -> None:
     elab, t = typecheck(g.expr, g.ctx)
     again, t2 = typecheck(elab, g.ctx)
     assert again == elab and t2 == t
+
+
+TYPES = [*INPUT_TYPES, BOOL, DictT(INT), DictT(BOOL, dense=True), DictT(DictT(INT))]
+
+
+@given(st.sampled_from(TYPES).flatmap(lambda t: st.tuples(st.just(t), st.booleans()).flatmap(
+    lambda tb: st.tuples(st.just(tb[0]), values(tb[0], exact=tb[1])))))
+def test_the_data_of_a_value_tell_its_type(tv: tuple[Type, Value]) -> None:
+    t, v = tv
+
+    def determined(x: Value) -> bool:
+        if isinstance(x, dict):
+            return any(determined(y) for y in x.values())
+        if isinstance(x, DenseArray):
+            return any(determined(y) for y in x.items)
+        return True
+
+    assert type_of(v) == (t if determined(v) else None)
+    assert type_of(_symbolic(v)) == type_of(v)  # the oracle's reals are sympy numbers
+
+
+def _symbolic(x: Value) -> Value:
+    if isinstance(x, dict):
+        return {k: _symbolic(y) for k, y in x.items()}
+    if isinstance(x, DenseArray):
+        return DenseArray(tuple(_symbolic(y) for y in x.items), x.start)
+    if isinstance(x, float | Fraction):
+        return sympy.Rational(str(x))
+    return x

@@ -308,15 +308,12 @@ def type_of(v: Value) -> Type | None:
         return IntT()
     if isinstance(v, float | Fraction) or is_sympy(v):
         return RealT()
-    if isinstance(v, dict | DenseArray):
-        items = list(v.values()) if isinstance(v, dict) else list(v.items)
-        dense = isinstance(v, DenseArray)
-        types = {type_of(x) for x in items} - {None}
-        if len(types) != 1:
-            return None
-        (inner,) = types
-        return None if inner is None else DictT(inner, dense)
-    return None
+    items = list(v.values()) if isinstance(v, dict) else list(v.items)
+    types = {t for x in items if (t := type_of(x)) is not None}
+    if len(types) != 1:
+        return None
+    (inner,) = types
+    return DictT(inner, isinstance(v, DenseArray))
 
 
 # ---- semantic equality -----------------------------------------------------------------
