@@ -7,8 +7,9 @@ made always true, a binder left out of a freshness set), an arm of a rule table
 skipped, an update forgotten, or an arithmetic slip in the semantics.  A mutant is
 spliced into the source text at the node's span, so its diff is one line or a few.
 
-Not mutated: docstrings, type annotations, ``assert`` statements (internal checks:
-weakening one cannot change a result, strengthening one is caught at once), string
+Not mutated: docstrings, type annotations, ``assert`` statements and ``assert_never``
+(internal checks: weakening one cannot change a result, strengthening one is caught at
+once), string
 constants (messages), patterns of ``case`` (``skip-case`` covers an arm), and lines
 marked ``# pragma: no mutate``.
 """
@@ -179,7 +180,8 @@ def drop_element(n: ast.AST) -> Iterator[Mut]:
 def delete_statement(n: ast.AST) -> Iterator[Mut]:
     """A call made for its effect, an update of a field or an entry, or an augmented
     assignment, left out (replaced by ``pass``)."""
-    effect = (isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)) or isinstance(
+    effect = (isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and not (
+        isinstance(n.value.func, ast.Name) and n.value.func.id == "assert_never")) or isinstance(
         n, ast.AugAssign) or (isinstance(n, ast.Assign) and all(
             isinstance(t, ast.Subscript | ast.Attribute) for t in n.targets))
     if effect:
