@@ -92,10 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("tests", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--report", action="store_true",
                     help=f"write the score table to {REPORT.relative_to(ROOT)}")
+    ap.add_argument("--from-log", action="store_true",
+                    help="the score table of the mutants a (stopped) run finished, from "
+                         ".mutation/progress.log")
     ap.add_argument("--phase", choices=["record"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     os.environ["HYPOTHESIS_PROFILE"] = "mutation"  # conftest.py: 100 examples, no shrinking
     STATE.mkdir(exist_ok=True)
+    if args.from_log:
+        return from_log(args.modules)
     (STATE / "progress.log").unlink(missing_ok=True)
 
     if args.list:
@@ -179,6 +184,28 @@ def main(argv: list[str] | None = None) -> int:
 
 
 Row = dict[str, Any]
+
+
+def from_log(names: list[str]) -> int:
+    """The table for the runs that finished (a provisional survivor of properties/ whose
+    run against tests/ did not finish counts as not killed by properties/, and is left
+    out of the whole suite's figure)."""
+    results: dict[tuple[str, int], Outcome] = {}
+    for line in (STATE / "progress.log").read_text().splitlines():
+        name, status, scope, seconds, by = (line.split("\t") + [""] * 5)[:5]
+        n, _, i = name.partition(":")
+        key = (n, int(i))
+        if status == "survived properties/":
+            results.setdefault(key, Outcome("survived", "", "", float(seconds)))
+        else:
+            results[key] = Outcome(status, by, scope, float(seconds))
+    modules = {n: Module.load(n) for n in names}
+    chosen = [k for k in results if k[0] in modules]
+    print(format_table(table(names, modules, chosen, {}, results)))
+    for n, i in chosen:
+        if results[(n, i)].status in ("survived", "uncovered"):
+            print(describe(modules[n], i))
+    return 0
 
 
 def table(names: list[str], modules: dict[str, Module], chosen: list[tuple[str, int]],

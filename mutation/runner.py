@@ -230,6 +230,7 @@ class MutatePlugin:
                 later = job(key, "tests")
                 if later is not None:
                     self.results[key] = out  # provisional: the properties' verdict
+                    _log(key, Outcome("survived properties/", "", "", out.seconds))
                     queue.append(later)
                     total += 1
                     done += 1
@@ -243,9 +244,7 @@ class MutatePlugin:
                 self.results[key] = out
             if out.by:
                 kills[r.job.module][out.by] += 1
-            with open(STATE / "progress.log", "a") as log:  # what a stopped run did
-                o = self.results[key]
-                log.write(f"{key[0]}:{key[1]} {o.status} {o.scope} {o.seconds:.1f} {o.by}\n")
+            _log(key, self.results[key])
             done += 1
             tally = Counter(o.status for o in self.results.values())
             self.progress(f"{done}/{total} runs: {dict(tally)}")
@@ -305,6 +304,12 @@ class MutatePlugin:
             return Outcome("survived", "", "", seconds)
         by = r.output.decode(errors="replace").strip().splitlines()
         return Outcome("killed", by[-1] if by else f"(exit {code})", r.job.scope, seconds)
+
+
+def _log(key: tuple[str, int], o: Outcome) -> None:
+    """One line per finished run in ``.mutation/progress.log``: what a stopped run did."""
+    with open(STATE / "progress.log", "a") as log:
+        log.write(f"{key[0]}:{key[1]}\t{o.status}\t{o.scope}\t{o.seconds:.1f}\t{o.by}\n")
 
 
 def _cpu_seconds(pid: int) -> float:
