@@ -193,8 +193,8 @@ def from_log(names: list[str]) -> int:
     results: dict[tuple[str, int], Outcome] = {}
     for line in (STATE / "progress.log").read_text().splitlines():
         name, status, scope, seconds, by = (line.split("\t") + [""] * 5)[:5]
-        n, _, i = name.partition(":")
-        key = (n, int(i))
+        module, _, number = name.partition(":")
+        key = (module, int(number))
         if status == "survived properties/":
             results.setdefault(key, Outcome("survived", "", "", float(seconds)))
         else:
@@ -202,9 +202,9 @@ def from_log(names: list[str]) -> int:
     modules = {n: Module.load(n) for n in names}
     chosen = [k for k in results if k[0] in modules]
     print(format_table(table(names, modules, chosen, {}, results)))
-    for n, i in chosen:
-        if results[(n, i)].status in ("survived", "uncovered"):
-            print(describe(modules[n], i))
+    for key in chosen:
+        if results[key].status in ("survived", "uncovered"):
+            print(describe(modules[key[0]], key[1]))
     return 0
 
 
