@@ -192,7 +192,8 @@ def from_log(names: list[str]) -> int:
     out of the whole suite's figure)."""
     results: dict[tuple[str, int], Outcome] = {}
     for line in (STATE / "progress.log").read_text().splitlines():
-        name, status, scope, seconds, by = (line.split("\t") + [""] * 5)[:5]
+        fields = line.split("\t") if "\t" in line else line.split(" ", 4)
+        name, status, scope, seconds, by = (fields + [""] * 5)[:5]
         module, _, number = name.partition(":")
         key = (module, int(number))
         if status == "survived properties/":
