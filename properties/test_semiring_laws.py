@@ -18,20 +18,27 @@ the cancelled entry and keeps one position, the other grouping two
 (``semantics.values.inner_extents_forgotten``); ``+`` on arrays themselves, its
 commutativity and its zero are exact everywhere.
 
+The interpreter's ``sum`` adds in place (``Accumulator``): for any list of values of a
+type — dense arrays starting at any position — it gives the left fold of ``+`` from
+zero, and leaves the values added unchanged (they may be shared with the environment).
+
 Dense arrays keep every position (DESIGN.md), so a scalar zero does *not* absorb them:
 ``[x] * 0`` and ``0 * [x]`` are ``[0]``, an array with one position, not the empty array
 ``zero``.  ``test_dense_arrays_are_not_absorbed`` pins that difference down.
 """
 
+import copy
+import functools
 from fractions import Fraction
 
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from properties.generators import DENSE_INT, DENSE_REAL, SPARSE1, SPARSE2, values
-from sdqlite.types import INT, REAL, DictT, Type, otimes
+from sdqlite.types import INT, REAL, DictT, Type, otimes, scalar_of
 from semantics.values import (
     FRACTION,
+    Accumulator,
     DenseArray,
     add,
     dense,
@@ -166,3 +173,36 @@ def test_dense_arrays_are_not_absorbed() -> None:
     one = dense([Fraction(1)])
     assert mul(one, Fraction(0)) == dense([Fraction(0)]) != zero_of(DENSE_REAL, FRACTION)
     assert mul(Fraction(0), one) == dense([Fraction(0)]) != zero_of(DENSE_REAL, FRACTION)
+
+
+def _shifted(v: object, start: int) -> object:
+    """A dense array moved to start at ``start`` (its positions are its keys)."""
+    if isinstance(v, DenseArray) and v.items:
+        return DenseArray(v.items, start)
+    return v
+
+
+@st.composite
+def summands(draw: st.DrawFn) -> tuple[Type, list[object]]:
+    """Values of one type to add up: dense arrays at any start, and sometimes the
+    negation of an earlier value (entries that cancel, which a sum drops)."""
+    t = draw(st.sampled_from(REAL_TYPES + INT_TYPES + [DENSE_REAL, DENSE_INT]))
+    minus: object = Fraction(-1) if scalar_of(t) == REAL else -1
+    vs: list[object] = []
+    for _ in range(draw(st.integers(0, 6))):
+        if vs and draw(st.integers(0, 3)) == 0:
+            vs.append(mul(minus, draw(st.sampled_from(vs))))
+        else:
+            vs.append(_shifted(draw(_exact(t)), draw(st.integers(0, 3))))
+    return t, vs
+
+
+@given(summands())
+def test_the_accumulator_is_the_fold_of_add(case: tuple[Type, list[object]]) -> None:
+    t, vs = case
+    before = copy.deepcopy(vs)
+    acc = Accumulator(zero_of(t, FRACTION))
+    for v in vs:
+        acc.add(v)
+    assert acc.value == functools.reduce(add, vs, zero_of(t, FRACTION))
+    assert vs == before  # the values added are not changed
