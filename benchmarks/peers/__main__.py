@@ -46,12 +46,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--systems", nargs="*", default=list(SYSTEMS), choices=list(SYSTEMS))
     ap.add_argument("--kernels", nargs="*", default=None,
                     help="only these kernels (default: all six)")
-    ap.add_argument("--budget-gib", type=float, default=8.0,
+    ap.add_argument("--budget-gib", type=float, default=None,
                     help="memory a framework's run may be predicted to need (default "
-                         "%(default)g GiB of the machine's 24)")
+                         "2 GiB quick, 8 GiB full, of the machine's 24)")
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="skip a framework's run predicted to take longer a call "
-                         "(default 2 quick, 20 full)")
+                         "(default 1 quick, 20 full)")
     ap.add_argument("--gflops", type=float, default=20.0,
                     help="the dense speed the time predictions assume (default %(default)g)")
     ap.add_argument("--max-work", type=float, default=3e8,
@@ -69,9 +69,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--no-readme", action="store_true", help="leave README.md alone")
     args = ap.parse_args(argv)
     q = args.quick
-    args.max_seconds = args.max_seconds or (2.0 if q else 20.0)
+    args.max_seconds = args.max_seconds or (1.0 if q else 20.0)
+    args.budget_gib = args.budget_gib or (2.0 if q else 8.0)
     args.interp_work = args.interp_work or (2e4 if q else 1e5)
-    args.case_timeout = args.case_timeout or (60.0 if q else 600.0)
+    args.case_timeout = args.case_timeout or (30.0 if q else 600.0)
     return args
 
 
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     for system in args.systems:
         for c in unique:
             why = skip_reason(system, c, args.budget_gib, args.max_seconds, args.max_work,
-                              args.interp_work, args.gflops * 1e9)
+                              args.interp_work, args.gflops)
             if why:
                 runs.append({**c.as_dict(), "system": system, "status": "skipped",
                              "reason": why})

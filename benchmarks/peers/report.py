@@ -310,7 +310,8 @@ def write(runs: list[Run], meta: dict[str, Any], out: Path, readme_root: Path | 
         if wrong else "") + ".",
         f"- Runs not attempted were predicted from sizes: a framework's dense Jacobian, "
         f"densified input and cotangent basis over {st['budget_gib']:g} GiB, or more than "
-        f"{st['max_seconds']:g} s a call at {st['gflops']:g} GFLOP/s; sdqlite and scipy "
+        f"{st['max_seconds']:g} s a call (dense work at {st['gflops']:g} GFLOP/s; sparse "
+        "products and Python loops at speeds measured once, `cases.py`); sdqlite and scipy "
         f"over {st['max_work']:.0e} entries touched; the interpreter over "
         f"{st['interp_work']:.0e}. A run over {st['case_timeout']:g} s is stopped.",
         "- The seven matrices of Table tbl:datasets cannot be downloaded here: the "

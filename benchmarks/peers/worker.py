@@ -121,6 +121,7 @@ class Runner:
         return MAKERS[s](k, data)
 
     def run(self, case: Case) -> dict[str, Any]:
+        began = time.perf_counter()
         data = data_for(case)
         want = self.reference(case, data)
         reset_peak()
@@ -141,7 +142,7 @@ class Runner:
         _, peak = memory_kib()
         return {"status": "ok", "seconds": statistics.median(times), "first_s": first,
                 "times": times, "peak_mib": max(0, peak - before) / 1024,
-                "rss_mib": peak / 1024}
+                "rss_mib": peak / 1024, "wall_s": time.perf_counter() - began}
 
 
 def interpreter_thunk(kernel: str, data: dict[str, Any]) -> Thunk:
