@@ -167,26 +167,31 @@ def jacobian_shape(kernel: str, n: int) -> tuple[int, int]:
 # measured once on this machine (single thread): dense BLAS runs at about 50 GFLOP/s
 # (--gflops assumes less); sparse products far slower, and torch.autograd.functional.
 # jacobian over sparse tensors loops over the passes in Python (70 µs to 3 ms a pass).
-SPARSE_SPEED = {"torch-sparse": 5e7, "jax-bcoo": 5e8, "tf-sparse": 5e8}  # operations / s
+SPARSE_SPEED = {"torch-sparse": 5e7, "jax-bcoo": 1e8, "tf-sparse": 5e8}  # operations / s
 PASS_OVERHEAD = {"torch-sparse": 7e-5}  # seconds / pass; the others vectorize the passes
+# VSM (one input, n outputs) in forward mode: jacfwd. TensorFlow's GradientTape.jacobian
+# and torch's sparse tensors (no forward mode: `_efficientzerotensor` has no sparse kernel)
+# take n reverse passes.
+FORWARD_VSM = ("torch", "jax", "jax-bcoo")
 
 
 def predicted(system: str, case: Case, gflops: float) -> tuple[float, float]:
     """(bytes, seconds a call) a framework's run is expected to need."""
     n, nnz, k = case.n, case.nnz, case.kernel
     out, inp = jacobian_shape(k, n)
-    passes = inp if k == "VSM" else out  # jacfwd: one per input; jacrev: one per output
+    forward = k == "VSM" and system in FORWARD_VSM
+    passes = inp if forward else out  # jacfwd: one per input; jacrev: one per output
     jac = out * inp
     if SYSTEMS[system].kind == "dense":
         inputs = n * n if k in MATRIX_KERNELS else n
         # the densified input, the Jacobian, the basis of cotangents (passes x outputs),
         # and one intermediate of the Jacobian's size
-        words = inputs + passes * (inp if k == "VSM" else out) + 2 * jac
+        words = inputs + passes * (inp if forward else out) + 2 * jac
         per_pass = {"BATAX": 4 * n * n, "SMMM": 4 * n * n * P, "SMVM": 4 * n * n}.get(k, 2 * n)
         return 8.0 * words, passes * per_pass / (gflops * 1e9)
-    words = 3 * nnz + passes * (inp if k == "VSM" else out) + 2 * jac
+    words = 3 * nnz + passes * (inp if forward else out) + 2 * jac
     per_pass = {"BATAX": 4 * nnz + 2 * n, "SMMM": 4 * nnz * P}.get(k, 4 * nnz + 2 * n)
-    if system == "torch-sparse" and k == "VSM":
+    if k == "VSM" and not forward:
         per_pass = 2 * n  # each reverse pass densifies the n outputs
     return 8.0 * words, passes * (PASS_OVERHEAD.get(system, 0.0)
                                   + per_pass / SPARSE_SPEED[system])

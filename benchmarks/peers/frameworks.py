@@ -7,8 +7,10 @@ first call traces/compiles; the harness times it apart.  The frameworks are impo
 lazily: the tests and the main environment never need them.
 
 Reverse mode (``jacrev``, ``GradientTape.jacobian``), as the paper runs the frameworks,
-except VSM (one scalar input, n outputs), where forward mode (``jacfwd``) is the mode
-any user would pick.  The dense systems densify the sparse input first.
+except VSM (one scalar input, n outputs) in PyTorch and JAX, where forward mode
+(``jacfwd``) is the mode any user would pick (TensorFlow's ``GradientTape.jacobian`` and
+torch's sparse tensors have reverse mode only: n passes).  The dense systems densify the
+sparse input first.
 """
 
 from __future__ import annotations

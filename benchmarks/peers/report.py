@@ -107,9 +107,11 @@ def figures(runs: list[Run], out: Path) -> list[str]:
         panels = list(dict.fromkeys((r["sweep"], r["panel"]) for r in chosen))
         if not panels:
             continue
-        cols = len(kernels)
-        fig, axes = plt.subplots(len(panels), cols, squeeze=False, layout="constrained",
-                                 figsize=(4.2 * cols, 3.0 * len(panels) + 1.2))
+        # one row per panel, one column per kernel; a single kernel's panels side by side
+        rows, cols = (1, len(panels)) if len(kernels) == 1 else (len(panels), len(kernels))
+        fig, grid = plt.subplots(rows, cols, squeeze=False, layout="constrained",
+                                 figsize=(4.0 * cols + 3.2, max(5.0, 3.0 * rows + 1.2)))
+        axes = grid.reshape(len(panels), len(kernels))
         for row, (sweep, panel) in enumerate(panels):
             for col, kernel in enumerate(kernels):
                 ax = axes[row][col]
@@ -131,8 +133,9 @@ def figures(runs: list[Run], out: Path) -> list[str]:
                     ax.plot([p for p, _ in ok], [t for _, t in ok], marker=markers[s],
                             color=colors[s], label=SYSTEMS[s].label, ms=4, lw=1.2, ls=styles[s])
                     missing = [pos(x) for x, r in mine.items() if r["status"] != "ok"]
-                    ax.plot(missing, [0.03] * len(missing), ls="", marker="x", ms=5,
-                            color=colors[s], transform=foot, clip_on=False)
+                    foot_y = 0.03 + 0.03 * systems.index(s)  # stacked: one row per system
+                    ax.plot(missing, [foot_y] * len(missing), ls="", marker="x", ms=4,
+                            color=colors[s], transform=foot)
                 ax.set_yscale("log")
                 if ax_axis == "dataset":
                     ax.set_xticks(range(len(xs)), xs, rotation=45, fontsize=7)
@@ -152,10 +155,9 @@ def figures(runs: list[Run], out: Path) -> list[str]:
                 if lab not in labels:
                     handles.append(h)
                     labels.append(lab)
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)),
-                   fontsize=8, frameon=False)
-        fig.suptitle(caption + "\n(x at a panel's foot: not run or not agreeing; reasons "
-                     "in summary.md)", fontsize=10)
+        fig.legend(handles, labels, loc="outside right center", fontsize=8, frameon=False)
+        fig.suptitle(caption + " (x near a panel's foot: not run; reasons in summary.md)",
+                     fontsize=10)
         fig.savefig(out / f"{name}.png", dpi=110)
         plt.close(fig)
         written.append(name)
