@@ -164,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(map(len, queue.values()))
     print(f"{len(unique)} cases x {len(args.systems)} systems: {total} runs, "
           f"{len(runs)} marked beforehand (unsupported or over the budget/cap)")
-    with tqdm(total=total, unit="run", dynamic_ncols=True) as bar:
+    with tqdm(total=total, unit="run", dynamic_ncols=True) as bar, \
+            tempfile.TemporaryDirectory() as refs:
+        os.environ["SDQLITE_PEERS_REFS"] = refs  # sdqlite's results, shared by the workers
         for system, todo in queue.items():
             bar.set_description(system)
             got = run_worker(system, todo, args.case_timeout, bar)
