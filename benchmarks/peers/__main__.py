@@ -51,12 +51,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                          "2 GiB quick, 8 GiB full, of the machine's 24)")
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="skip a framework's run predicted to take longer a call "
-                         "(default 1 quick, 20 full)")
+                         "(default 1 quick, 3 full)")
     ap.add_argument("--gflops", type=float, default=20.0,
                     help="the dense speed the time predictions assume (default %(default)g)")
     ap.add_argument("--max-work", type=float, default=None,
                     help="skip sdqlite and scipy runs touching more entries (default "
-                         "2e7 quick, 3e8 full)")
+                         "2e7 quick, 3e7 full)")
     ap.add_argument("--interp-work", type=float, default=None,
                     help="the interpreter's limit in entries (default 2e4 quick, 1e5 full)")
     ap.add_argument("--case-timeout", type=float, default=None,
@@ -69,9 +69,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--no-readme", action="store_true", help="leave README.md alone")
     args = ap.parse_args(argv)
     q = args.quick
-    args.max_seconds = args.max_seconds or (1.0 if q else 20.0)
+    args.max_seconds = args.max_seconds or (1.0 if q else 3.0)
     args.budget_gib = args.budget_gib or (2.0 if q else 8.0)
-    args.max_work = args.max_work or (2e7 if q else 3e8)
+    args.max_work = args.max_work or (2e7 if q else 3e7)
     args.interp_work = args.interp_work or (2e4 if q else 1e5)
     args.case_timeout = args.case_timeout or (30.0 if q else 600.0)
     return args

@@ -94,8 +94,8 @@ def sweeps(quick: bool, mtx_dir: Path | None) -> list[Case]:
     at a high and a low density, and the datasets (quick mode: fewer, smaller)."""
     cases: list[Case] = []
     densities = [2.0**-e for e in (range(1, 14, 2) if quick else range(1, 14))]
-    mat_n = [2**10] if quick else [2**10, 2**13]
-    vec_n = [2**14] if quick else [2**12, 2**18]
+    mat_n = [2**10] if quick else [2**10, 2**12]
+    vec_n = [2**14] if quick else [2**12, 2**16]
     for kernels, ns in ((MATRIX_KERNELS, mat_n), (VECTOR_KERNELS, vec_n)):
         for n in ns:
             for k in kernels:
@@ -103,8 +103,8 @@ def sweeps(quick: bool, mtx_dir: Path | None) -> list[Case]:
                           for d in densities]
     mat_d = [7] if quick else [4, 10]
     vec_d = [4] if quick else [1, 7]
-    mat_dims = [2**e for e in ((8, 10, 11) if quick else (8, 10, 12, 14, 16))]
-    vec_dims = [2**e for e in ((10, 14, 18) if quick else (10, 12, 14, 16, 18, 20, 22))]
+    mat_dims = [2**e for e in ((8, 10, 11) if quick else (8, 10, 12, 14))]
+    vec_dims = [2**e for e in ((10, 14, 18) if quick else (10, 12, 14, 16, 18, 20))]
     for kernels, ds, dims in ((MATRIX_KERNELS, mat_d, mat_dims), (VECTOR_KERNELS, vec_d, vec_dims)):
         for e in ds:
             for k in kernels:
