@@ -56,7 +56,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     help="the dense speed the time predictions assume (default %(default)g)")
     ap.add_argument("--max-work", type=float, default=None,
                     help="skip sdqlite and scipy runs touching more entries (default "
-                         "2e7 quick, 3e7 full)")
+                         "2e7 quick, 6e7 full)")
     ap.add_argument("--interp-work", type=float, default=None,
                     help="the interpreter's limit in entries (default 2e4 quick, 1e5 full)")
     ap.add_argument("--case-timeout", type=float, default=None,
@@ -71,7 +71,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     q = args.quick
     args.max_seconds = args.max_seconds or (1.0 if q else 3.0)
     args.budget_gib = args.budget_gib or (2.0 if q else 8.0)
-    args.max_work = args.max_work or (2e7 if q else 3e7)
+    args.max_work = args.max_work or (2e7 if q else 6e7)
     args.interp_work = args.interp_work or (2e4 if q else 1e5)
     args.case_timeout = args.case_timeout or (30.0 if q else 600.0)
     return args
