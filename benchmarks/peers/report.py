@@ -14,6 +14,7 @@ import argparse
 import datetime
 import math
 import platform
+import re
 import subprocess
 from collections import defaultdict
 from collections.abc import Iterable
@@ -252,7 +253,8 @@ def sweep_tables(runs: list[Run]) -> list[str]:
                 "", "| case | " + " | ".join(present) + " |", "|---" * (len(present) + 1) + "|"]
         for key, c in by_case(rs).items():
             r0 = next(iter(c.values()))
-            label = r0["dataset"] or (f"n={r0['n']}, d=2^{math.log2(x_of(r0, 'density')):.1f}")
+            d = x_of(r0, "density")
+            label = r0["dataset"] or f"n={r0['n']}, d={f'2^{math.log2(d):.1f}' if d else 0}"
             cells = []
             for s in present:
                 run = c.get(s)
@@ -273,12 +275,14 @@ def reasons(runs: list[Run]) -> list[str]:
     for r in runs:
         if r["status"] != "ok":
             why = r.get("reason", "")
-            seen[(r["system"], r["status"], why.split(":")[0])].append(r)
+            kind = re.sub(r"\d[\d.,e+]*", "#", why.split(" > ")[0])  # sizes vary, not why
+            seen[(r["system"], r["status"], kind)].append(r)
     out = []
     for (s, status, _), rs in sorted(seen.items()):
         big = max(rs, key=lambda r: (r["n"], r["nnz"]))
-        out.append(f"- {s}, {status}, {len(rs)} run{'s' if len(rs) > 1 else ''} "
-                   f"(e.g. {big['kernel']} at {size(big)}): {big.get('reason', '')}")
+        kernels = ", ".join(sorted({r["kernel"] for r in rs}))
+        out.append(f"- {s}, {status}, {len(rs)} run{'s' if len(rs) > 1 else ''} of {kernels} "
+                   f"(the largest: {big['kernel']} at {size(big)}): {big.get('reason', '')}")
     return out
 
 
@@ -287,15 +291,17 @@ def write(runs: list[Run], meta: dict[str, Any], out: Path, readme_root: Path | 
     v = meta["versions"]
     load = meta["load_before"][0], meta["load_after"][0]
     wrong = [r for r in runs if r["status"] == "wrong"]
+    broken = [r for r in runs if r["status"] in ("failed", "crashed", "timeout")]
     st = meta["settings"]
     text = [
         "# sdqlite against PyTorch, JAX, TensorFlow and scipy (§7)", "",
         f"Written by `python -m benchmarks.peers{' --quick' if meta['mode'] == 'quick' else ''}`"
         f" on {meta['date']} ({meta['mode']} mode, {meta['minutes']} min).", "",
         f"- Machine: {meta['machine']}, {meta['memory_gib']} GiB, {meta['os']}.",
-        f"- Load average {load[0]} at the start and {load[1]} at the end: another "
-        "engineer's CPU-heavy tests shared this 2-core machine, so times are noisy; "
-        "compare systems within a case (same run) rather than across runs.",
+        f"- Load average {load[0]} at the start and {load[1]} at the end, on 2 cores"
+        + (": other processes competed for the CPU (another engineer's tests ran on this "
+           "machine), so times are noisy; compare systems within a case rather than across "
+           "runs." if max(load) > 1 else "."),
         "- Versions: " + ", ".join(f"{k} {x}" for k, x in v.items()) + ".",
         "- One thread everywhere (`OMP_NUM_THREADS=1`, `torch.set_num_threads(1)`, XLA "
         "`--xla_cpu_multi_thread_eigen=false`, TensorFlow intra/inter-op 1). A time is the "
@@ -320,15 +326,21 @@ def write(runs: list[Run], meta: dict[str, Any], out: Path, readme_root: Path | 
         "`datasets` cases are uniform random matrices with their exact dimensions and entry "
         "counts. Real matrices: the Matrix Market files that Debian's r-cran-matrix ships "
         "(fetched by `make bench-peers` with `apt-get download`; the `real (.mtx)` panel).",
-        "- torch.compile is not used (its compile of jacrev graphs takes minutes and "
-        "fails on sparse tensors); PyTorch runs eager. TensorFlow's sparse runs use "
-        "`tf.function` without XLA, which has no sparse kernels.",
+        "- Skipped on purpose: `torch.compile` (not attempted: a compilation per shape would "
+        "dominate the sweeps), so PyTorch runs eager, as in the paper; TensorFlow's sparse "
+        "runs use `tf.function` without XLA (XLA_CPU_JIT has no `SparseTensorDenseMatMul` "
+        "kernel: `jit_compile=True` fails). "
+        "JAX runs under `jax.jit` (dense and BCOO), dense TensorFlow under XLA.",
         "", "## Headline: the best framework against ∇SD (arr) and scipy", "",
         "At the largest case of the paper's sizes (Table tbl:datasets for matrix kernels, "
         "the dimension sweep for vector kernels) where a framework completes; a ratio above 1 "
         "means the framework is slower.", "", *headline(runs),
         "", "## The largest problem each system completes (24 GiB machine)", "",
-        "Over every sweep; with its peak memory.", "", *largest(runs, SYSTEMS),
+        f"Over every sweep, with its peak memory, within this run's limits ({st['budget_gib']:g}"
+        f" GiB predicted for a framework, {st['max_seconds']:g} s a call, {st['max_work']:.0e} "
+        "entries for sdqlite and scipy): larger cases were predicted over them and not "
+        f"attempted (next section); {len(broken)} attempted runs failed, crashed or timed "
+        "out.", "", *largest(runs, SYSTEMS),
         "", "## Figures", "", *[f"![{n}]({n}.png)" for n in drawn],
         "", "## Why points are missing", "", *reasons(runs),
         "", "## Every run", *sweep_tables(runs), ""]
@@ -345,9 +357,16 @@ def readme(root: Path, meta: dict[str, Any], runs: list[Run]) -> None:
         return
     body = [
         f"Last run: {meta['date']}, {meta['mode']} mode ({meta['minutes']} min), "
-        f"{meta['machine']}; load average {meta['load_before'][0]} (another process shared "
-        "the machine). Full tables, reasons and every figure: `benchmarks/results/summary.md`.",
-        "", *headline(runs), "", "The largest problem each system completed:", "",
+        f"{meta['machine']}; load average {meta['load_before'][0]} at the start"
+        + (" (other processes shared the machine: times are noisy)"
+           if max(meta["load_before"][0], meta["load_after"][0]) > 1 else "")
+        + ". Every run, why points are missing, and all figures: "
+        "`benchmarks/results/summary.md`.",
+        "", "The best framework at the largest case of the paper's sizes it completes (a "
+        "ratio above 1: the framework is slower):", "", *headline(runs), "",
+        f"The largest problem each system completed within this run's limits "
+        f"({meta['settings']['budget_gib']:g} GiB predicted for a framework, "
+        f"{meta['settings']['max_seconds']:g} s a call):", "",
         *largest(runs, ["sdqlite-arr", "scipy", *FRAMEWORKS]), "",
         "![matrix kernels, varying density](benchmarks/results/matrixkernels_sp.png)"]
     head, rest = text.split(BEGIN, 1)
