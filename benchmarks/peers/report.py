@@ -119,7 +119,8 @@ def figures(runs: list[Run], out: Path) -> list[str]:
                 ax_axis = axis or ("density" if sweep == "density" else "n")
                 here = [r for r in chosen if (r["sweep"], r["panel"], r["kernel"])
                         == (sweep, panel, kernel)]
-                xs = list(dict.fromkeys(x_of(r, ax_axis) for r in here))
+                xs = [x_of(r, ax_axis) for r in sorted(here, key=lambda r: (r["n"], r["nnz"]))]
+                xs = list(dict.fromkeys(xs))  # datasets in the order of their size
                 if ax_axis == "dataset":
                     order = {x: i for i, x in enumerate(xs)}
                 foot = blended_transform_factory(ax.transData, ax.transAxes)
