@@ -9,7 +9,7 @@ CXX    ?= g++
 SYSTEM_PACKAGES := python3-venv make g++ libboost1.81-dev
 SANITIZE_FLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
-.PHONY: setup check-system examples test sanitize properties bench mutation mutation-quick clean
+.PHONY: setup check-system examples test sanitize properties bench bench-peers mutation mutation-quick clean
 
 setup: check-system $(VENV)/.installed
 
@@ -59,8 +59,31 @@ mutation: setup
 mutation-quick: setup
 	$(BIN)/python -m mutation --quick
 
+# §7 against PyTorch, JAX, TensorFlow and scipy (benchmarks/peers): the frameworks live in
+# their own environment, never needed by the tests. QUICK=1 for the few-minute sweep.
+PEERS := .venv-peers
+bench-peers: check-system $(PEERS)/.installed $(PEERS)/matrices
+	$(PEERS)/bin/python -m benchmarks.peers $(if $(QUICK),--quick)
+
+$(PEERS)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/pip install --quiet --upgrade pip
+	$(PEERS)/bin/pip install --quiet -e '.[peers]'
+	@touch $@
+
+# Real sparse matrices that a Debian package ships (R's Matrix package: lund_a, pores_1);
+# the harness runs without them if the download fails.
+$(PEERS)/matrices:
+	mkdir -p $@.tmp
+	cd $@.tmp && apt-get download r-cran-matrix >/dev/null 2>&1 && \
+	  dpkg-deb -x r-cran-matrix_*.deb x && \
+	  cp x/usr/lib/R/library/Matrix/external/lund_a.mtx x/usr/lib/R/library/Matrix/external/pores_1.mtx . \
+	  || echo "no real matrices: apt-get download r-cran-matrix failed"
+	rm -rf $@.tmp/x $@.tmp/*.deb
+	mv $@.tmp $@
+
 properties: setup
 	HYPOTHESIS_PROFILE=$(PROFILE) $(BIN)/pytest properties
 
 clean:
-	rm -rf $(VENV) .hypothesis .mypy_cache .ruff_cache .pytest_cache *.egg-info
+	rm -rf $(VENV) $(PEERS) .hypothesis .mypy_cache .ruff_cache .pytest_cache *.egg-info
