@@ -149,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.quick is not None:
             live = sorted(rng.sample(live, min(args.quick, len(live))))
         chosen += [(n, i) for i in live]
+    matched = {key(n, e) for n, m in modules.items() for e in m.mutants}
+    for stale in sorted(set(known) - matched):  # the code changed under a reviewed entry
+        print(f"{EQUIVALENT.name}: no mutant is {stale}: review or remove the entry")
     print(f"{len(chosen)} mutants in {len(args.modules)} modules, {args.jobs} at a time",
           flush=True)
 
