@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +29,7 @@ HERE = Path(__file__).parent.parent
 BATAX = (HERE / "paper_examples" / "batax.sdql").read_text()
 
 
-@pytest.fixture(autouse=True)
-def quick_builds(tmp_path_factory: pytest.TempPathFactory,
-                 monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("SDQLITE_CXXFLAGS", os.environ.get("SDQLITE_CXXFLAGS", "-O1"))
-    monkeypatch.setenv("SDQLITE_CACHE", str(tmp_path_factory.getbasetemp() / "cpp-cache"))
-    yield
+pytestmark = pytest.mark.usefixtures("quick_builds")
 
 
 def _matrix(seed: int = 1) -> Any:

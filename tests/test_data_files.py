@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,7 @@ DMAT, DVEC = "{dense_int -> {dense_int -> real}}", "{dense_int -> real}"
 MM = "%%MatrixMarket matrix {} real {}\n"
 
 
-@pytest.fixture(autouse=True)
-def quick_builds(tmp_path_factory: pytest.TempPathFactory,
-                 monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("SDQLITE_CXXFLAGS", os.environ.get("SDQLITE_CXXFLAGS", "-O1"))
-    monkeypatch.setenv("SDQLITE_CACHE", str(tmp_path_factory.getbasetemp() / "cpp-cache"))
-    yield
+pytestmark = pytest.mark.usefixtures("quick_builds")
 
 
 def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], data: Path,

@@ -131,12 +131,7 @@ def _split(words: list[str], sep: str) -> Iterator[list[str]]:
     yield group
 
 
-@pytest.fixture(autouse=True)
-def quick_builds(tmp_path_factory: pytest.TempPathFactory,
-                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Compiled snippets build at -O1 into a cache of this test run's own."""
-    monkeypatch.setenv("SDQLITE_CXXFLAGS", os.environ.get("SDQLITE_CXXFLAGS", "-O1"))
-    monkeypatch.setenv("SDQLITE_CACHE", str(tmp_path_factory.getbasetemp() / "cpp-cache"))
+pytestmark = pytest.mark.usefixtures("quick_builds")
 
 
 def test_every_block_has_a_known_tag() -> None:

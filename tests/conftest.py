@@ -1,0 +1,14 @@
+"""Fixtures shared by the example-based tests."""
+
+import os
+
+import pytest
+
+
+@pytest.fixture
+def quick_builds(tmp_path_factory: pytest.TempPathFactory,
+                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiled code builds at -O1 into a cache of this test run's own (a file asks for
+    it with ``pytestmark = pytest.mark.usefixtures("quick_builds")``)."""
+    monkeypatch.setenv("SDQLITE_CXXFLAGS", os.environ.get("SDQLITE_CXXFLAGS", "-O1"))
+    monkeypatch.setenv("SDQLITE_CACHE", str(tmp_path_factory.getbasetemp() / "cpp-cache"))
