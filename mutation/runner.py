@@ -97,13 +97,7 @@ def sources_hash() -> str:
 class RecordPlugin:
     def __init__(self, recorders: dict[str, Recorder]) -> None:
         self.recorders = recorders
-        self.at_import: dict[str, list[int]] = {}
         self.tests: dict[str, dict[str, Any]] = {}
-
-    def pytest_collection_finish(self, session: Any) -> None:
-        for name, r in self.recorders.items():
-            self.at_import[name] = sorted(r.hits)
-            r.hits.clear()
 
     def pytest_runtestloop(self, session: Any) -> bool:
         from _pytest.runner import runtestprotocol
@@ -134,7 +128,7 @@ def record(modules: Sequence[Module]) -> dict[str, Any]:
     plugin = RecordPlugin(recorders)
     pytest.main([*PYTEST_ARGS, *[str(ROOT / s) for s in SUITE]], plugins=[plugin])
     failed = [t for t, r in plugin.tests.items() if r["failed"]]
-    return {"at_import": plugin.at_import, "tests": plugin.tests, "failed": failed}
+    return {"tests": plugin.tests, "failed": failed}
 
 
 # ---- phase 2: the mutants -------------------------------------------------------------------
@@ -165,7 +159,8 @@ class _Running:
     pipe: int
     deadline: float  # CPU seconds (the machine may be shared: wall time would lie)
     started: float
-    output: bytes = b""
+    output: bytes = b""  # the killing test, written by the child
+    exit: int | None = None  # the exit code (-N: signal N); None: stopped over its time
 
 
 @dataclass
@@ -199,7 +194,6 @@ class MutatePlugin:
             chosen = [t for t in pool if t.startswith(scope + "/") and t in items]
             if not chosen:
                 return None
-            chosen.sort(key=lambda t: (-kills[n][t], tests[t]["seconds"]))
             budget = sum(tests[t]["seconds"] for t in chosen)
             return Job(n, i, chosen, 3 * budget + 30 + (10 if fresh else 0), fresh, scope)
 
@@ -210,6 +204,7 @@ class MutatePlugin:
                 later = job(key, "tests")
                 if later is None:
                     self.results[key] = Outcome("uncovered")
+                    _log(key, self.results[key])
                 else:
                     queue.append(later)
             else:
@@ -281,14 +276,12 @@ class MutatePlugin:
                 if pid:
                     r.output += _drain(r.pipe)
                     os.close(r.pipe)
-                    r.pid = -os.waitstatus_to_exitcode(status) if os.WIFSIGNALED(status) \
-                        else os.waitstatus_to_exitcode(status)
+                    r.exit = os.waitstatus_to_exitcode(status)
                     return r
                 if _cpu_seconds(r.pid) > r.deadline:
                     os.killpg(r.pid, signal.SIGKILL)
                     os.waitpid(r.pid, 0)
                     os.close(r.pipe)
-                    r.pid, r.output = -999, b""
                     return r
             ready, _, _ = select.select([r.pipe for r in running], [], [], 0.05)
             for r in running:
@@ -297,13 +290,12 @@ class MutatePlugin:
 
     def _outcome(self, r: _Running) -> Outcome:
         seconds = time.monotonic() - r.started
-        code = r.pid  # the exit code, stored there by _wait
-        if code == -999:
+        if r.exit is None:
             return Outcome("timeout", "", r.job.scope, seconds)
-        if code == 0:
+        if r.exit == 0:
             return Outcome("survived", "", "", seconds)
         by = r.output.decode(errors="replace").strip().splitlines()
-        return Outcome("killed", by[-1] if by else f"(exit {code})", r.job.scope, seconds)
+        return Outcome("killed", by[-1] if by else f"(exit {r.exit})", r.job.scope, seconds)
 
 
 def _log(key: tuple[str, int], o: Outcome) -> None:

@@ -574,6 +574,7 @@ def guard_shapes(draw: Draw) -> Generated:
                                              Add(other, strict)]))
         return chosen
 
+    # "range" twice: its counterexamples need the bounds, the lookup and the data to agree
     kind = draw(st.sampled_from(["fusion", "sum-to-get", "factor", "range", "range",
                                  "shadow"]))
     t = draw(st.sampled_from([REAL, SPARSE1]))
@@ -609,7 +610,6 @@ def guard_shapes(draw: Draw) -> Generated:
                 t1, t2 = draw(st.sampled_from(splits(t)))
                 e = Sum(k, v, dom, Mul(factor(t1), factor(t2)))
             else:
-                t = SPARSE1
                 key = draw(st.sampled_from([IntConst(draw(st.integers(0, 2))), *n,
                                             Var(k), Add(Var(k), IntConst(1))]))
                 e = Sum(k, v, dom, Single(key, factor(REAL)))

@@ -8,6 +8,11 @@ to 1e-9 where a unary operation computes in floats).  Each pass reaches a normal
 after normalization no normalization rule applies anywhere (every product of a sparse
 tensor has become a sum of scalar products), and after sparsity propagation no sparsity
 rule applies (in particular no ``let x = zero[D]`` is left).
+
+The lookup at an iterated key keeps the meaning of generated programs and gradients, and
+on inputs that obey their declared sizes, of gradients that read x at keys iterated from
+sized layers: of x's size n (where the declared-extent reason applies and fires) and of
+another size (M's row keys, of size m: where it must not fire).
 """
 
 from collections import Counter
