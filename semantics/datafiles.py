@@ -137,6 +137,10 @@ def _mtx(p: Path, declared: Type | None) -> Any:
     if symmetry != "general" and rows != cols:
         raise DataError(f"a {symmetry} matrix must be square, this one is {rows}×{cols}")
     _fields_per_line(p, 1 if layout == "array" else 2 if field == "pattern" else 3)
+    if layout == "array" and rows * cols == 0:  # scipy's reader divides by zero on it
+        if _data_lines(p):
+            raise DataError(f"a {rows}×{cols} array holds no entries, but the file has some")
+        return np.zeros((rows, cols))
     try:
         m = _library(lambda: scipy.io.mmread(p), "not a valid Matrix Market file")
     except DataError as err:
@@ -153,6 +157,13 @@ def _mtx(p: Path, declared: Type | None) -> Any:
         _stored_triangle(p, symmetry)
     return _sparse(scipy.sparse.coo_array(m), declared,
                    lambda k: f"the entry at row {k[0] + 1}, column {k[1] + 1}")
+
+
+def _data_lines(p: Path) -> int:
+    """The lines after the size line that are neither comments nor blank."""
+    lines = [ln for ln in p.read_bytes().splitlines()[1:]
+             if ln.strip() and not ln.startswith(b"%")]
+    return len(lines) - 1  # the first is the size line
 
 
 def _fields_per_line(p: Path, fields: int) -> None:
