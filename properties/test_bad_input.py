@@ -109,9 +109,11 @@ STARTS = [b"", b"\x93NUMPY\x01\x00v\x00{'descr': '<f8', 'fortran_order': False, 
 @example(".mtx", STARTS[2], b"2 2 1\n2 1 1.0\n")  # read, as the two below
 @example(".mtx", STARTS[4], b"1\n2\n3\n4\n")
 @example(".npy", STARTS[1], b"3,), }" + b" " * 60 + b"\n" + b"\x00" * 24)
-# thorough: scipy's array reader divides by zero (SIGFPE) on a 0×0 array
+# thorough: scipy's array reader divides by zero (SIGFPE) on an array with no entries
 @example(".mtx", b"%%MatrixMarket matrix array real general\n", b"0 0\n")
 @example(".mtx", b"%%MatrixMarket matrix array real general\n", b"0 3\n1.5\n")
+# thorough: scipy's array reader segfaults on too few entries ending in non-ASCII bytes
+@example(".mtx", STARTS[4][:-4], b"2 2\n5\xc2\xc8")
 def test_any_bytes_are_read_or_refused(suffix: str, start: bytes, rest: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"data{suffix}"

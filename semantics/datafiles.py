@@ -137,10 +137,18 @@ def _mtx(p: Path, declared: Type | None) -> Any:
     if symmetry != "general" and rows != cols:
         raise DataError(f"a {symmetry} matrix must be square, this one is {rows}×{cols}")
     _fields_per_line(p, 1 if layout == "array" else 2 if field == "pattern" else 3)
-    if layout == "array" and rows * cols == 0:  # scipy's reader divides by zero on it
-        if _data_lines(p):
-            raise DataError(f"a {rows}×{cols} array holds no entries, but the file has some")
-        return np.zeros((rows, cols))
+    lines = _data_lines(p)  # scipy's array reader crashes the process on some bad bodies
+    if layout == "array":  # (a 0×0 size, too few entries ending in non-ASCII bytes)
+        stored = {"general": rows * cols, "skew-symmetric": rows * (rows - 1) // 2}.get(
+            symmetry, rows * (rows + 1) // 2)
+        if len(lines) != stored:
+            raise DataError(f"a {rows}×{cols} {symmetry} array stores {stored} entries, "
+                            f"the file has {len(lines)}")
+        if stored == 0:
+            return np.zeros((rows, cols))
+    for number, line in lines:
+        if not line.isascii():
+            raise DataError(f"line {number} is not ASCII text, as Matrix Market data is")
     try:
         m = _library(lambda: scipy.io.mmread(p), "not a valid Matrix Market file")
     except DataError as err:
@@ -159,11 +167,11 @@ def _mtx(p: Path, declared: Type | None) -> Any:
                    lambda k: f"the entry at row {k[0] + 1}, column {k[1] + 1}")
 
 
-def _data_lines(p: Path) -> int:
-    """The lines after the size line that are neither comments nor blank."""
-    lines = [ln for ln in p.read_bytes().splitlines()[1:]
-             if ln.strip() and not ln.startswith(b"%")]
-    return len(lines) - 1  # the first is the size line
+def _data_lines(p: Path) -> list[tuple[int, bytes]]:
+    """The lines after the size line that are neither comments nor blank, numbered."""
+    lines = [(i, ln) for i, ln in enumerate(p.read_bytes().splitlines(), 1)
+             if i > 1 and ln.strip() and not ln.startswith(b"%")]
+    return lines[1:]  # the first is the size line
 
 
 def _fields_per_line(p: Path, fields: int) -> None:
