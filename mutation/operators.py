@@ -10,8 +10,9 @@ spliced into the source text at the node's span, so its diff is one line or a fe
 Not mutated: docstrings, type annotations, ``assert`` statements and ``assert_never``
 (internal checks: weakening one cannot change a result, strengthening one is caught at
 once), string
-constants (messages), patterns of ``case`` (``skip-case`` covers an arm), and lines
-marked ``# pragma: no mutate``.
+constants (messages), patterns of ``case`` (``skip-case`` covers an arm), decorators
+(``@dataclass(frozen=True, slots=True)`` declares a discipline that ``mypy --strict``
+enforces, not behaviour a test could see), and lines marked ``# pragma: no mutate``.
 """
 
 from __future__ import annotations
@@ -241,7 +242,12 @@ def _excluded(tree: ast.Module) -> set[int]:
                     skip(n.pattern)
                 else:
                     skip(n)
+            case ast.ClassDef():
+                for d in n.decorator_list:
+                    skip(d)
             case ast.FunctionDef() | ast.AsyncFunctionDef():
+                for d in n.decorator_list:
+                    skip(d)
                 skip(n.returns)
                 for a in ast.walk(n.args):
                     if isinstance(a, ast.arg):

@@ -41,6 +41,7 @@ from sdqlite.ast import (
     Unique,
     UnOp,
     Var,
+    free_vars,
 )
 from sdqlite.storage import Format
 from sdqlite.typecheck import typecheck
@@ -631,4 +632,98 @@ def guard_shapes(draw: Draw) -> Generated:
             outside = g(ctx, REAL)
             e = Mul(Mul(Var("s"), outside), Sum(k, x, dom, b)) if xt == REAL else \
                 Add(Sum(k, x, dom, b), g(ctx, t))
+    return Generated(ctx, e, typecheck(e, ctx)[1])
+
+
+@st.composite
+def lookup_shapes(draw: Draw) -> Generated:
+    """A lookup of a one-hot-like sum at a key, what the iterated-key lookup rewrites,
+    with binder names drawn from a small pool that holds the inputs' names, so binders
+    shadow inputs, each other and the variables of the domains they iterate (the
+    freshness sets of the pass, ``{k, v}`` and a let's name, are what tell these apart):
+
+        sum(<k1, v1> in P) [let d = sum(<k2, v2> in Q) {k2 -> b} in]
+            [sum(<k3, v3> in R)] {i -> d(j)}
+
+    P, Q and R paths (``V``, ``M``, ``M(c)``, ``M(x)``, a row bound before), the
+    one-hot sometimes written in place of ``d``, i and j ints in scope; b strict in v2
+    or not, sometimes a sum whose binders are pool names too (``_entry`` must not let
+    them capture the key or the entry it substitutes)."""
+    names = Names()
+    ctx = dict(SHAPE_CTX)
+    pool = ["i", "j", "r", "M", "V", "d"]
+
+    def name(stem: str, avoid: tuple[str, ...] = (), t: Type = INT) -> str:
+        """A binder of type t: a fresh name, or one of the pool (V and M only for a
+        dictionary, so that some path stays in scope)."""
+        if not (isinstance(t, DictT) and not t.dense):
+            avoid = (*avoid, "V", "M")
+        if draw(st.booleans()):
+            x: str = draw(st.sampled_from([p for p in pool if p not in avoid]))
+            return x
+        return names.fresh(draw, stem)
+
+    def ints(scope: Ctx) -> list[str]:
+        return [x for x, t in scope.items() if t == INT]
+
+    def path(scope: Ctx) -> tuple[Expr, DictT]:
+        """A dictionary of the scope, or one looked up at an int of the scope."""
+        options: list[tuple[Expr, DictT]] = []
+        for x, t in scope.items():
+            if isinstance(t, DictT) and not t.dense:
+                options.append((Var(x), t))
+                if isinstance(t.val, DictT):
+                    options += [(Lookup(Var(x), Var(y)), t.val) for y in ints(scope)]
+                    options.append((Lookup(Var(x), IntConst(draw(st.integers(0, 2)))), t.val))
+        chosen: tuple[Expr, DictT] = draw(st.sampled_from(options))
+        return chosen
+
+    def real(scope: Ctx) -> Expr:
+        return gen(draw, scope, REAL, draw(st.integers(0, 1)), names, PHYSICAL)
+
+    def onehot(scope: Ctx, at: tuple[Expr, DictT] | None = None) -> Sum:
+        q, qt = at if at is not None and draw(st.booleans()) else path(scope)
+        k2 = name("k")
+        v2 = name("v", (k2,), qt.val)
+        inner = _bind(scope, **{k2: INT, v2: qt.val})
+        read: Expr = Var(v2) if qt.val == REAL else Lookup(Var(v2), IntConst(
+            draw(st.integers(0, 2))))  # strict in v2
+        kb = name("k", (k2, v2))
+        rb, rbt = path(inner)
+        vb = name("v", (k2, v2, kb), rbt.val)
+        b = draw(st.sampled_from([
+            Mul(read, real(inner)), Add(real(inner), RealConst(1.0)),
+            Sum(kb, vb, rb, Mul(read, real(_bind(inner, **{kb: INT, vb: rbt.val}))))]))
+        return Sum(k2, v2, q, Single(Var(k2), b))
+
+    p, pt = path(ctx)
+    k1 = name("k")
+    v1 = name("v", (k1,), pt.val)
+    scope = _bind(ctx, **{k1: INT, v1: pt.val})
+    d = name("d", (), DictT(REAL)) if draw(st.booleans()) else None
+    defined = onehot(scope) if d is not None else None
+    if d is not None:
+        scope = _bind(scope, **{d: DictT(REAL)})
+    avoid = (d,) if d is not None else ()
+    wrap = draw(st.booleans())
+    keys = [k1]  # often the key looked up: one iterated from a path, as the pass needs
+    r, rt = path(scope)
+    if defined is not None and d not in free_vars(defined.dom) and draw(st.booleans()):
+        r, rt = defined.dom, typecheck(defined.dom, scope)[1]  # type: ignore[assignment]
+    if wrap:
+        k3 = name("k", avoid)
+        v3 = name("v", (*avoid, k3), rt.val)
+        scope = _bind(scope, **{k3: INT, v3: rt.val})
+        keys = [k3]
+    same = (r, rt) if wrap else (p, pt)  # the path the key iterates, if not shadowed
+    shadowed = free_vars(same[0]) & ({k3, v3} if wrap else {k1, v1})
+    looked = Var(d) if d is not None else onehot(scope, None if shadowed else same)
+    keys = [x for x in keys if scope[x] == INT]  # (unless a later binder shadows it)
+    at = draw(st.sampled_from(keys if keys and draw(st.booleans()) else ints(scope)))
+    body: Expr = Single(Var(draw(st.sampled_from(ints(scope)))), Lookup(looked, Var(at)))
+    if wrap:
+        body = Sum(k3, v3, r, body)
+    if d is not None and defined is not None:
+        body = Let(d, defined, body)
+    e = Sum(k1, v1, p, body)
     return Generated(ctx, e, typecheck(e, ctx)[1])

@@ -9,26 +9,42 @@ after normalization no normalization rule applies anywhere (every product of a s
 tensor has become a sum of scalar products), and after sparsity propagation no sparsity
 rule applies (in particular no ``let x = zero[D]`` is left).
 
-The lookup at an iterated key keeps the meaning of generated programs and gradients, and
-on inputs that obey their declared sizes, of gradients that read x at keys iterated from
-sized layers: of x's size n (where the declared-extent reason applies and fires) and of
-another size (M's row keys, of size m: where it must not fire).
+The lookup at an iterated key keeps the meaning of generated programs and gradients,
+of programs whose binders shadow inputs, each other and the variables of the domains they
+iterate (``lookup_shapes``), and on inputs that obey their declared sizes, of gradients
+that read x at keys iterated from sized layers: of x's size n (where the declared-extent
+reason applies and fires) and of another size (M's row keys, of size m: where it must
+not fire).
+
+Each pass reports what it did: a positive count per rule that fired, none when the
+program is unchanged, and a deadline that does not pass changes nothing.
 """
 
+import time
 from collections import Counter
 from fractions import Fraction
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from properties.generators import SIZED_CTX, Draw, Generated, sized_environments, sized_programs
+from properties.generators import (
+    SHAPE_CTX,
+    SIZED_CTX,
+    Draw,
+    Generated,
+    environments,
+    lookup_shapes,
+    sized_environments,
+    sized_programs,
+)
 from properties.test_rules import assert_same_meaning, places, rewrite_sites
 from sdqlite.ast import Expr
 from sdqlite.errors import DataError
 from sdqlite.gradient import gradient
 from sdqlite.parser import parse_expr
 from sdqlite.passes import iterated_key_lookup, normalize_multiplication, sparsity_propagation
+from sdqlite.printer import show
 from sdqlite.rules import NORMALIZATION, SPARSITY, family
 from sdqlite.typecheck import Ctx, typecheck
 from sdqlite.types import erase
@@ -55,6 +71,25 @@ def test_normalization_is_sound_and_leaves_scalar_products(site: tuple[Generated
     _assert_normal_form(out, g.ctx, NORMALIZATION)
 
 
+@given(rewrite_sites())
+def test_a_pass_reports_what_it_did(site: tuple[Generated, Expr]) -> None:
+    """``fired`` counts the rewrites: a positive count per rule that fired, none when
+    the program comes back as it went in; a deadline that does not pass changes
+    nothing (the pipeline's report and its ``--time-limit`` rest on both)."""
+    g, elab = site
+    for run in (sparsity_propagation, normalize_multiplication):
+        r = run(elab, g.ctx)
+        assert all(n > 0 for n in r.fired.values()), r.fired
+        if not r.fired:
+            assert show(r.program) == show(elab)
+        late = run(elab, g.ctx, time.perf_counter() + 3600)
+        assert (late.program, late.fired, late.stop) == (r.program, r.fired, "done")
+    r = iterated_key_lookup(elab, g.ctx)
+    assert all(n > 0 for n in r.fired.values()), r.fired
+    if not r.fired:
+        assert show(r.program) == show(elab)
+
+
 def _assert_normal_form(e: Expr, ctx: Ctx, name: str) -> None:
     for sub_e, scope in places(e, ctx):
         for rule in family(name):
@@ -78,6 +113,42 @@ def test_iterated_key_lookup_fires_on_generated_gradients() -> None:
 
     collect()
     assert fired["iterated-key-lookup (same-dictionary)"] > 0
+
+
+def _shape(src: str) -> Generated:
+    e, t = typecheck(parse_expr(src), SHAPE_CTX)
+    return Generated(SHAPE_CTX, e, t)
+
+
+@given(lookup_shapes(), environments(SHAPE_CTX, exact=True))
+# the let's own name in its one-hot's body: M(i) is the input there, the let after it
+@example(_shape("sum(<j, V> in M) let M = sum(<i, d> in V) {i -> sum(<k, w> in M(i)) d} in "
+                "sum(<k7, u> in V) {n -> M(k7)}"),
+         {"V": {0: Fraction(2)}, "M": {0: {1: Fraction(3)}}, "a": dense([Fraction(1)]),
+          "s": Fraction(1), "n": 0}).via("found by lookup_shapes")
+# the one-hot's value binder named as the key looked up: b[k := i][i := V(i)] is wrong
+@example(_shape("sum(<i, u> in V) {n -> (sum(<k, i> in V) {k -> sum(<j, w> in V) i * V(k)})(i)}"),
+         {"V": {0: Fraction(2), 1: Fraction(3)}, "M": {}, "a": dense([]), "s": Fraction(1),
+          "n": 0}).via("found by lookup_shapes (thorough)")
+def test_iterated_key_lookup_is_sound_with_shadowed_binders(g: Generated,
+                                                            env: dict[str, Value]) -> None:
+    elab = typecheck(g.expr, g.ctx)[0]
+    out, t = typecheck(iterated_key_lookup(elab, g.ctx).program, g.ctx)
+    assert t == g.type
+    assert values_equal(evaluate(elab, env, FRACTION), evaluate(out, env, FRACTION))
+
+
+def test_iterated_key_lookup_fires_on_lookup_shapes() -> None:
+    """The shadowing programs are ones the pass rewrites, not ones it leaves alone."""
+    fired: Counter[str] = Counter()
+
+    @settings(max_examples=300, derandomize=True, database=None)
+    @given(lookup_shapes())
+    def collect(g: Generated) -> None:
+        fired.update(iterated_key_lookup(typecheck(g.expr, g.ctx)[0], g.ctx).fired)
+
+    collect()
+    assert fired["iterated-key-lookup (same-dictionary)"] >= 30, fired
 
 
 # ---- declared extents ---------------------------------------------------------------------

@@ -24,7 +24,7 @@ from sdqlite.ast import (
     map_children,
     subterms,
 )
-from sdqlite.names import NameSupply, names_in, substitute
+from sdqlite.names import NameSupply, names_in, rename, substitute
 from sdqlite.rules import NORMALIZATION, SPARSITY, Rule, family
 from sdqlite.typecheck import Ctx, NodeTypes, bind, typecheck
 from sdqlite.types import INT, DictT
@@ -133,10 +133,11 @@ def iterated_key_lookup(e: Expr, ctx: Ctx) -> PassResult:
     Definitions come from ``let`` (``let x' = sum(<k, v> in X) {k -> b} in ...``)."""
     fired: Counter[str] = Counter()
     shapes = {x: _Shape(t, whole=True) for x, t in ctx.items() if isinstance(t, DictT)}
+    names = NameSupply(names_in(e) | set(ctx))
     rounds = 0
     for rounds in range(1, MAX_ROUNDS + 1):  # noqa: B007 - reported
         before = sum(fired.values())  # a rewritten lookup may expose the next layer's
-        e = _keys(e, _Scope({}, {}, shapes, {}), fired)
+        e = _keys(e, _Scope({}, {}, shapes, {}), fired, names)
         if sum(fired.values()) == before:
             break
     return PassResult(typecheck(e, ctx)[0], fired, rounds)
@@ -212,9 +213,9 @@ class _Scope:
         return None
 
 
-def _keys(e: Expr, sc: _Scope, fired: Counter[str]) -> Expr:
+def _keys(e: Expr, sc: _Scope, fired: Counter[str], names: NameSupply) -> Expr:
     def go(x: Expr, inner: _Scope = sc) -> Expr:
-        return _keys(x, inner, fired)
+        return _keys(x, inner, fired, names)
 
     match e:
         case Sum(k, v, dom, body):
@@ -231,7 +232,7 @@ def _keys(e: Expr, sc: _Scope, fired: Counter[str]) -> Expr:
         case Let(x, rhs, body):
             rhs2 = go(rhs)
             inner = sc.without({x})
-            if _onehot_like(rhs2):
+            if _onehot_like(rhs2) and x not in free_vars(rhs2):  # (else x means two things)
                 inner.defs[x] = rhs2  # type: ignore[assignment]
             if (t := sc.whole(rhs2)) is not None:  # an alias of a whole value
                 inner.shapes[x] = _Shape(t, whole=True)
@@ -241,10 +242,10 @@ def _keys(e: Expr, sc: _Scope, fired: Counter[str]) -> Expr:
         case Lookup(Var(name), Var(i)) if name in sc.defs and (
                 why := sc.holds(i, sc.defs[name].dom)):
             fired[f"iterated-key-lookup ({why})"] += 1
-            return _entry(sc.defs[name], i)
+            return _entry(sc.defs[name], i, names)
         case Lookup(Sum() as s, Var(i)) if _onehot_like(s) and (why := sc.holds(i, s.dom)):
             fired[f"iterated-key-lookup ({why})"] += 1
-            return _entry(s, i)
+            return _entry(s, i, names)
         case _:
             return map_children(e, go)
 
@@ -265,17 +266,23 @@ def _onehot_like(e: Expr) -> bool:
             and isinstance(e.body, Single) and e.body.key == Var(e.key))
 
 
-def _entry(s: Sum, i: str) -> Expr:
-    """b[k := i, v := X(i)] for ``s = sum(<k, v> in X) {k -> b}`` (``X(i)`` is a path, a
-    lookup, so it is substituted; through ``let`` where a binder of b would capture)."""
+def _entry(s: Sum, i: str, names: NameSupply) -> Expr:
+    """b[k := i, v := X(i)] for ``s = sum(<k, v> in X) {k -> b}``, both at once (``i``
+    may be named v, and ``X`` may name k): v is renamed fresh first.  ``X(i)`` is a
+    path, a lookup, so it is substituted; through ``let`` where a binder of b would
+    capture ``i`` or a variable of ``X(i)``."""
     assert isinstance(s.body, Single)
     b = s.body.val
     entry = Lookup(s.dom, Var(i))
     bound = {n for t in subterms(b) for n in _binders(t)}
-    if bound & ({i} | free_vars(entry)):
-        return Let(s.key, Var(i), b if s.val == "_" else Let(s.val, entry, b))
-    b = substitute(b, s.key, Var(i))
-    return b if s.val == "_" else substitute(b, s.val, entry)
+    capture = bool(bound & ({i} | free_vars(entry)))
+    if s.val == "_":
+        return Let(s.key, Var(i), b) if capture else substitute(b, s.key, Var(i))
+    v = names.fresh(s.val.rstrip("'0123456789") or "v")
+    b = rename(b, s.val, v)
+    if capture:
+        return Let(v, entry, Let(s.key, Var(i), b))
+    return substitute(substitute(b, s.key, Var(i)), v, entry)
 
 
 def _binders(e: Expr) -> set[str]:
