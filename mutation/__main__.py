@@ -101,8 +101,6 @@ def main(argv: list[str] | None = None) -> int:
     STATE.mkdir(exist_ok=True)
     if args.from_log:
         return from_log(args.modules)
-    (STATE / "progress.log").unlink(missing_ok=True)
-
     if args.list:
         m = Module.load(args.list)
         for i in range(1, len(m.mutants) + 1):
@@ -117,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         install([m], {name: int(number)})
         return int(pytest.main(["-x", "-q", "-p", "no:cacheprovider",
                                 *(args.tests or [str(ROOT / s) for s in SUITE])]))
+    # a new run's log (not --list's or --mutant's: a run may be going on beside them)
+    (STATE / "progress.log").unlink(missing_ok=True)
     digest = sources_hash()
     recorded = STATE / f"record-{digest}.json"
     if args.phase == "record":
