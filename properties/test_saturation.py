@@ -1,7 +1,9 @@
 """Equality saturation with the SDQLite rules (``sdqlite.saturation``) is sound.
 
 * de Bruijn encoding is faithful: ⟦decode(encode(e))⟧ρ = ⟦e⟧ρ, and the round trip is
-  α-equivalent to e (binders renamed).
+  α-equivalent to e (binders renamed); ``shift``, ``substitute`` and ``_alias`` on
+  indices mean, read through ``decode``, inserting unused names, the named substitution
+  and renaming one free name to another.
 * Every saturation rule, run alone to saturation, and all of them together, followed by
   extraction: ``optimize(e)`` has e's type and e's value on generated ρ — for generated
   programs of both fragments and differentiated ones; extraction never returns a program
@@ -33,16 +35,21 @@ from sdqlite.egraph import EGraph, Rewrite, ematch, extract, run
 from sdqlite.errors import SDQLiteError
 from sdqlite.gradient import gradient
 from sdqlite.names import NameSupply, alpha_normal, names_in
+from sdqlite.names import substitute as substitute_named
 from sdqlite.parser import parse_expr
 from sdqlite.saturation import (
     SATURATION_RULES,
     Info,
     SDQLiteAnalysis,
+    Term,
+    _alias,
     cost_model,
     decode,
     encode,
     new_egraph,
     optimize,
+    shift,
+    substitute,
 )
 from sdqlite.typecheck import typecheck
 from sdqlite.types import INT, REAL, DictT, Type, tensor
@@ -60,6 +67,41 @@ def test_de_bruijn_round_trip(site: Site, data: st.DataObject) -> None:
     back = decode(encode(elab, g.ctx), NameSupply(names_in(elab) | set(g.ctx)))
     assert alpha_normal(back) == alpha_normal(elab)
     assert_same_meaning(site, typecheck(back, g.ctx)[0], data)
+
+
+def _subterms(t: Term) -> list[Term]:
+    return [t, *(s for c in t.children for s in _subterms(c))]
+
+
+def _read(t: Term, scope: tuple[str, ...]) -> Expr:
+    """A term with free indices read in ``scope`` (index 0 its last name), up to the
+    names of its binders."""
+    return alpha_normal(decode(t, NameSupply(scope), scope))
+
+
+@given(rewrite_sites(), st.data())
+def test_shift_substitute_and_alias_mean_what_they_say(site: Site, data: st.DataObject) -> None:
+    """On every subterm t of an encoded program, read with free index i naming the
+    scope's i-th name from the end (``decode``): ``shift(t, d, c)`` reads as t with d
+    unused names inserted at c (and shifting back by d undoes it); ``substitute(t, 0, u)``
+    as the named substitution of u for index 0's name; ``_alias(t, f, o)`` as t with
+    index f's name replaced by index o's."""
+    g, elab = site
+    whole = encode(elab, g.ctx)
+    scope = tuple(f"f{i}" for i in range(2 * len(_subterms(whole)) + 2))  # deep enough
+    n = len(scope)
+    for t in _subterms(whole):
+        d, c = data.draw(st.integers(1, 2)), data.draw(st.integers(0, 3))
+        wider = scope[:n - c] + tuple(f"u{j}" for j in range(d)) + scope[n - c:]
+        assert _read(shift(t, d, c), wider) == _read(t, scope)
+        assert shift(shift(t, d, c), -d, c) == t
+        u = data.draw(st.sampled_from(_subterms(whole)))
+        named = substitute_named(decode(t, NameSupply(scope), scope), scope[-1],
+                                 decode(u, NameSupply(scope), scope[:-1]))
+        assert _read(substitute(t, 0, u), scope[:-1]) == alpha_normal(named)
+        f, o = data.draw(st.integers(0, 3)), data.draw(st.integers(0, 3))
+        renamed = tuple(scope[n - 1 - o] if i == n - 1 - f else x for i, x in enumerate(scope))
+        assert _read(_alias(t, f, o), scope) == _read(t, renamed)
 
 
 @given(rewrite_sites(), st.sampled_from(sorted(SATURATION_RULES)), st.data())
