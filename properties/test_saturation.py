@@ -15,6 +15,9 @@
   (``generators.guard_shapes``: sums of a strict and a non-strict operand, keys and
   factors using one binder of two, ranges whose bounds depend on an outer binder,
   shadowed binders), each rule alone and all together.
+* The cost model is STOREL's (``shared/research/storel-rules.md``): a program alone in
+  an e-graph is extracted as itself, at the cost the table gives it, and a saturated
+  program's extraction costs what the table gives the program extracted.
 * Every rule fires on some generated program.
 * Every guard is needed: without it the rule rewrites some instance wrongly
   (``SATURATION_GUARD_COUNTEREXAMPLES``, one entry per guard of every guarded rule but
@@ -30,8 +33,22 @@ from hypothesis import strategies as st
 
 from properties.generators import Generated, guard_shapes
 from properties.test_rules import assert_same_meaning, rewrite_sites
-from sdqlite.ast import Expr
-from sdqlite.egraph import EGraph, Rewrite, ematch, extract, run
+from sdqlite.ast import (
+    BoolConst,
+    Empty,
+    Expr,
+    IntConst,
+    Let,
+    Lookup,
+    Mul,
+    RealConst,
+    Single,
+    Sum,
+    Unique,
+    Var,
+    children,
+)
+from sdqlite.egraph import EGraph, Rewrite, Term, ematch, extract, run
 from sdqlite.errors import SDQLiteError
 from sdqlite.gradient import gradient
 from sdqlite.names import NameSupply, alpha_normal, names_in
@@ -41,7 +58,6 @@ from sdqlite.saturation import (
     SATURATION_RULES,
     Info,
     SDQLiteAnalysis,
-    Term,
     _alias,
     cost_model,
     decode,
@@ -51,7 +67,7 @@ from sdqlite.saturation import (
     shift,
     substitute,
 )
-from sdqlite.typecheck import typecheck
+from sdqlite.typecheck import Ctx, synth, typecheck
 from sdqlite.types import INT, REAL, DictT, Type, tensor
 from semantics.display import read_value
 from semantics.interp import evaluate
@@ -104,6 +120,54 @@ def test_shift_substitute_and_alias_mean_what_they_say(site: Site, data: st.Data
         assert _read(_alias(t, f, o), scope) == _read(t, renamed)
 
 
+def _storel_cost(e: Expr, ctx: Ctx) -> float:
+    """The cost of a program under STOREL's model, from the table of
+    ``shared/research/storel-rules.md``: constant 1, variable 5, lookup 20, let 10,
+    singleton 50, unique 0, other nodes 1 + children; a sum cost(R) + c·(1 + cost(body)),
+    c = 200 over a dense array or range, 1000 over a dictionary; a product with a
+    dictionary side 1000 + children."""
+    def go(x: Expr, scope: Ctx = ctx) -> float:
+        return _storel_cost(x, scope)
+
+    def kids(x: Expr) -> float:
+        return sum(go(c) for c in children(x))
+
+    match e:
+        case Var():
+            return 5
+        case IntConst() | RealConst() | BoolConst() | Empty():
+            return 1
+        case Sum(k, v, dom, body):
+            t = synth(ctx, dom)[1]
+            assert isinstance(t, DictT)
+            return go(dom) + (200 if t.dense else 1000) * (
+                1 + go(body, {**ctx, k: INT, v: t.val}))
+        case Let(x, rhs, body):
+            return 10 + go(rhs) + go(body, {**ctx, x: synth(ctx, rhs)[1]})
+        case Lookup():
+            return 20 + kids(e)
+        case Single():
+            return 50 + kids(e)
+        case Unique():
+            return kids(e)
+        case Mul(a, b) if isinstance(synth(ctx, a)[1], DictT) or isinstance(
+                synth(ctx, b)[1], DictT):
+            return 1000 + kids(e)
+    return 1 + kids(e)
+
+
+@given(rewrite_sites())
+def test_the_cost_model_is_storels(site: Site) -> None:
+    """A program alone in an e-graph is extracted as itself, at the cost STOREL's table
+    gives it (``_storel_cost``, written from the table, not from the code)."""
+    g0, elab = site
+    g: EGraph[Info] = new_egraph()
+    root = g.add_term(encode(elab, g0.ctx))
+    cost, term = extract(g, root, cost_model(g))
+    assert term == encode(elab, g0.ctx)
+    assert cost == _storel_cost(elab, g0.ctx)
+
+
 @given(rewrite_sites(), st.sampled_from(sorted(SATURATION_RULES)), st.data())
 def test_each_rule_alone_is_sound(site: Site, rule: str, data: st.DataObject) -> None:
     g, elab = site
@@ -133,6 +197,8 @@ def test_saturation_and_extraction_are_sound(site: Site, data: st.DataObject) ->
     g, elab = site
     result = optimize(elab, g.ctx, **LIMITS)  # type: ignore[arg-type]
     assert result.cost_after <= result.cost_before
+    assert (result.cost_before, result.cost_after) == (  # keep nodes cost nothing
+        _storel_cost(elab, g.ctx), _storel_cost(result.program, g.ctx))
     assert_same_meaning(site, result.program, data)
 
 
