@@ -15,6 +15,9 @@
   (``generators.guard_shapes``: sums of a strict and a non-strict operand, keys and
   factors using one binder of two, ranges whose bounds depend on an outer binder,
   shadowed binders), each rule alone and all together.
+* ``strict(t, 0)``, vertical fusion's side condition, is sound: a sub-expression it
+  holds for, with a variable of its scope as index 0, is zero wherever that variable is.
+  It knows each of its productions: it holds of every term built by one.
 * The cost model is STOREL's (``shared/research/storel-rules.md``): a program alone in
   an e-graph is extracted as itself, at the cost the table gives it, and a saturated
   program's extraction costs what the table gives the program extracted.
@@ -27,16 +30,30 @@
 """
 
 from collections import Counter
+from fractions import Fraction
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from properties.generators import Generated, guard_shapes
-from properties.test_rules import assert_same_meaning, rewrite_sites
+from properties.generators import (
+    PHYSICAL,
+    SHAPE_CTX,
+    SPARSE1,
+    Draw,
+    Generated,
+    Names,
+    environments,
+    gen,
+    guard_shapes,
+)
+from properties.test_rules import assert_same_meaning, places, rewrite_sites
 from sdqlite.ast import (
+    Add,
     BoolConst,
     Empty,
+    Eq,
     Expr,
+    If,
     IntConst,
     Let,
     Lookup,
@@ -54,24 +71,27 @@ from sdqlite.gradient import gradient
 from sdqlite.names import NameSupply, alpha_normal, names_in
 from sdqlite.names import substitute as substitute_named
 from sdqlite.parser import parse_expr
+from sdqlite.printer import show
 from sdqlite.saturation import (
     SATURATION_RULES,
     Info,
     SDQLiteAnalysis,
     _alias,
+    _has_dense,
     cost_model,
     decode,
     encode,
     new_egraph,
     optimize,
     shift,
+    strict,
     substitute,
 )
 from sdqlite.typecheck import Ctx, synth, typecheck
 from sdqlite.types import INT, REAL, DictT, Type, tensor
 from semantics.display import read_value
 from semantics.interp import evaluate
-from semantics.values import FRACTION
+from semantics.values import FRACTION, is_zero
 
 Site = tuple[Generated, Expr]
 LIMITS = {"iter_limit": 4, "node_limit": 3000, "time_limit": 20.0}
@@ -166,6 +186,69 @@ def test_the_cost_model_is_storels(site: Site) -> None:
     cost, term = extract(g, root, cost_model(g))
     assert term == encode(elab, g0.ctx)
     assert cost == _storel_cost(elab, g0.ctx)
+
+
+@given(rewrite_sites(), st.data())
+def test_strict_means_zero_at_zero(site: Site, data: st.DataObject) -> None:
+    """``strict(t, 0)``, the test vertical fusion relies on, is sound: for every
+    sub-expression t of a program and every variable x of its scope (t and x without
+    dense layers), if ``strict`` holds of t with x as index 0, t is zero wherever x is."""
+    g, elab = site
+    claims = []
+    for e, scope in places(elab, g.ctx):
+        if _has_dense(synth(scope, e)[1]):
+            continue
+        for x, t in scope.items():
+            outside = {y: u for y, u in scope.items() if y != x}
+            if not _has_dense(t) and strict(encode(e, outside, ((x, t),)), 0):
+                claims.append((e, scope, x, t))
+    for e, scope, x, t in data.draw(st.lists(st.sampled_from(claims), max_size=6)
+                                    if claims else st.just([])):
+        env = data.draw(environments(dict(scope), exact=True))
+        env[x] = {} if isinstance(t, DictT) else 0 if t == INT else Fraction(0)
+        assert is_zero(evaluate(e, env, FRACTION)), f"{show(e)} at {x} = 0"
+
+
+@st.composite
+def strict_terms(draw: Draw, t: Type = REAL, depth: int = 3) -> Expr:
+    """A term of type t (real or a sparse vector) over SHAPE_CTX and a real x that is
+    zero wherever x is, by construction: one production per way ``strict`` knows."""
+    names = Names()
+    scope: dict[str, Type] = {**SHAPE_CTX, "x": REAL}
+
+    def other(u: Type, inner: dict[str, Type] = scope) -> Expr:
+        return gen(draw, inner, u, draw(st.integers(0, 1)), names, PHYSICAL)
+
+    def go(u: Type, d: int) -> Expr:
+        if d == 0:
+            return Var("x") if u == REAL else Single(other(INT), Var("x"))
+        k, v = names.fresh(draw, "k"), names.fresh(draw, "v")
+        inner = {**scope, k: INT, v: REAL}
+        options: list[Expr] = [
+            Mul(go(REAL, d - 1), other(u)),
+            Mul(other(REAL), go(u, d - 1)), Add(go(u, d - 1), go(u, d - 1)),
+            If(Eq(other(INT), other(INT)), go(u, d - 1)),
+            Sum(k, v, go(SPARSE1, d - 1), other(u, inner)),  # the domain is zero
+            Sum(k, v, Var("V"), go(u, d - 1)),  # the body is (k, v fresh: x is x)
+            Let(names.fresh(draw, "y"), other(REAL), go(u, d - 1))]
+        options.append(Lookup(go(SPARSE1, d - 1), other(INT)) if u == REAL
+                       else Single(other(INT), go(REAL, d - 1)))
+        chosen: Expr = draw(st.sampled_from(options))
+        return chosen
+
+    return go(t, draw(st.integers(0, depth)))
+
+
+@given(st.one_of(strict_terms(REAL), strict_terms(SPARSE1)), st.data())
+def test_strict_knows_its_productions(e: Expr, data: st.DataObject) -> None:
+    """``strict`` holds of every term built by one of its productions (so no arm of it
+    is lost: vertical fusion fires wherever it is meant to), and these terms are zero
+    at x = 0 (the productions are right)."""
+    ctx = dict(SHAPE_CTX)
+    elab, _ = typecheck(e, {**ctx, "x": REAL})
+    assert strict(encode(elab, ctx, (("x", REAL),)), 0), show(elab)
+    env = {**data.draw(environments(ctx, exact=True)), "x": Fraction(0)}
+    assert is_zero(evaluate(elab, env, FRACTION))
 
 
 @given(rewrite_sites(), st.sampled_from(sorted(SATURATION_RULES)), st.data())
