@@ -12,7 +12,8 @@ generated program evaluates.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -547,11 +548,21 @@ def guard_shapes(draw: Draw) -> Generated:
     * sum factorization ``sum(<k,v> in D) f1 * f2`` and ``sum(<k,v> in D) {i -> b}``:
       factors and keys that use the key only, the value only, both or neither;
     * ranges whose bounds depend on an outer binder, ``sum(<k,v> in (j+c1 : j+c2)) b``
-      with b reading ``(k+c1 : k+c2)(k)`` or ``(j+c1 : j+c2)(k)``;
-    * binders that shadow an input (``sum(<k, s> in V) ...`` where s is real outside).
+      with b reading ``(k+c1 : k+c2)(k)`` or ``(j+c1 : j+c2)(k)``, at a key other than k
+      too, and ranges ``(c1 : c2)`` whose bounds read no binder;
+    * binders that shadow an input (``sum(<k, s> in V) ...`` where s is real outside);
+    * a lookup of a sum, ``(sum(<k,v> in D) {key -> b})(i)``;
+    * half of them inside ``sum(<o, u> in V) ...``, their holes and keys reading o and u:
+      the terms rules move in and out of binders then have indices to shift.
     """
     names = Names()
-    ctx = dict(SHAPE_CTX)
+    inputs = dict(SHAPE_CTX)
+    ctx = dict(inputs)
+    o = ou = None
+    if draw(st.booleans()):  # inside a sum whose binders the holes read: what rules shift
+        o, ou = names.fresh(draw, "o"), names.fresh(draw, "u")
+        outer: dict[str, Type] = {o: INT, ou: REAL}
+        ctx = _bind(ctx, **outer)
 
     def g(scope: Ctx, t: Type, depth: int = 2) -> Expr:
         return gen(draw, scope, t, draw(st.integers(0, depth)), names, PHYSICAL)
@@ -577,13 +588,13 @@ def guard_shapes(draw: Draw) -> Generated:
 
     # "range" twice: its counterexamples need the bounds, the lookup and the data to agree
     kind = draw(st.sampled_from(["fusion", "sum-to-get", "factor", "range", "range",
-                                 "shadow"]))
+                                 "shadow", "lookup-sum"]))
     t = draw(st.sampled_from([REAL, SPARSE1]))
     dom, vt = domain()
     k, v = names.fresh(draw, "k"), binder("v")
     inner = _bind(ctx, **{k: INT, v: vt})
     unshadowed = {x: s for x, s in ctx.items() if x not in (k, v)}  # for independent holes
-    n = [Var("n")] if "n" in unshadowed else []
+    n = [Var(x) for x in ("n", o) if x in unshadowed]  # ints independent of k and v
     match kind:
         case "fusion":
             t1 = draw(st.sampled_from([REAL, SPARSE1]))
@@ -616,15 +627,25 @@ def guard_shapes(draw: Draw) -> Generated:
                 e = Sum(k, v, dom, Single(key, factor(REAL)))
         case "range":
             j, u = names.fresh(draw, "j"), names.fresh(draw, "u")
-            c1, c2 = draw(st.integers(0, 2)), draw(st.integers(1, 3))
+            c1 = draw(st.integers(0, 2))
+            c2 = c1 + draw(st.integers(0, 3))  # empty a quarter of the time
             outer = _bind(ctx, **{j: INT, u: vt})
             scope = _bind(outer, **{k: INT, v: INT})
 
+            fixed = draw(st.booleans())  # bounds that read no binder
+
             def rng(x: str) -> Expr:
-                return Range(Add(Var(x), IntConst(c1)), Add(Var(x), IntConst(c2)))
-            at = draw(st.sampled_from([(k, k), (j, k), (k, j)]))
-            body = Var(v) if draw(st.integers(0, 3)) == 0 else Lookup(rng(at[0]), Var(at[1]))
+                return Range(IntConst(c1), IntConst(c2)) if fixed else Range(
+                    Add(Var(x), IntConst(c1)), Add(Var(x), IntConst(c2)))
+            at = draw(st.sampled_from([(k, k), (j, k), (k, j), (j, j)]))
+            at_key: Expr = draw(st.sampled_from(  # or not k: in the range or past it
+                [Var(at[1]), IntConst(c1), IntConst(c2 + 1)]))
+            body = Var(v) if draw(st.integers(0, 3)) == 0 else Lookup(rng(at[0]), at_key)
             e = Sum(j, u, dom, Sum(k, v, rng(j), Single(body, g(scope, REAL, 1))))
+        case "lookup-sum":  # (sum(<k,v> in D) {key -> b})(i): lookup is linear
+            key = draw(st.sampled_from([Var(k), IntConst(draw(st.integers(0, 2))), *n]))
+            i = draw(st.sampled_from([IntConst(draw(st.integers(0, 2))), *n]))
+            e = Lookup(Sum(k, v, dom, Single(key, scalar(inner, v, vt, t))), i)
         case _:
             x = draw(st.sampled_from(["s", "n"]))
             xt = ctx[x]
@@ -632,7 +653,9 @@ def guard_shapes(draw: Draw) -> Generated:
             outside = g(ctx, REAL)
             e = Mul(Mul(Var("s"), outside), Sum(k, x, dom, b)) if xt == REAL else \
                 Add(Sum(k, x, dom, b), g(ctx, t))
-    return Generated(ctx, e, typecheck(e, ctx)[1])
+    if o is not None and ou is not None:
+        e = Sum(o, ou, Var("V"), e)
+    return Generated(inputs, e, typecheck(e, inputs)[1])
 
 
 @st.composite
@@ -651,15 +674,17 @@ def lookup_shapes(draw: Draw) -> Generated:
     them capture the key or the entry it substitutes)."""
     names = Names()
     ctx = dict(SHAPE_CTX)
-    pool = ["i", "j", "r", "M", "V", "d"]
+    pools = {"k": ["i", "j"], "v": ["r", "M", "V", "i", "w"], "d": ["d", "M", "V", "i"]}
 
     def name(stem: str, avoid: tuple[str, ...] = (), t: Type = INT) -> str:
-        """A binder of type t: a fresh name, or one of the pool (V and M only for a
-        dictionary, so that some path stays in scope)."""
+        """A binder of type t: two times in three a name of the pool for its role, so
+        that binders often meet (V and M only for a dictionary, so that some path stays
+        in scope), else a fresh one."""
         if not (isinstance(t, DictT) and not t.dense):
             avoid = (*avoid, "V", "M")
-        if draw(st.booleans()):
-            x: str = draw(st.sampled_from([p for p in pool if p not in avoid]))
+        pool = [p for p in pools[stem] if p not in avoid]
+        if pool and draw(st.integers(0, 2)) > 0:
+            x: str = draw(st.sampled_from(pool))
             return x
         return names.fresh(draw, stem)
 
@@ -727,3 +752,34 @@ def lookup_shapes(draw: Draw) -> Generated:
         body = Let(d, defined, body)
     e = Sum(k1, v1, p, body)
     return Generated(ctx, e, typecheck(e, ctx)[1])
+
+
+def lookup_family() -> Iterator[str]:
+    """Every program of a small family around the iterated-key lookup, bounded
+    exhaustively rather than sampled: each unsound weakening of the pass's bookkeeping
+    needs several names to meet at once (a key binder named as an outer one whose
+    domain reads it, a value binder named as a key...), which random programs almost
+    never do.  Over SHAPE_CTX, some ill-typed (the caller skips those):
+
+        sum(<k1, v1> in P) [let d = sum(<k, a> in Q) {k -> b} in]
+            [sum(<k3, v3> in R)] {n -> d(key)}
+
+    names from {i, j, r, w}; P = M or V; Q = P, M(k1) or M(0); R = Q, M(k1) or P; the
+    one-hot in place of d or let-bound; key = k1 or k3; b strict in a, not strict, or a
+    sum binding i around a (which ``_entry`` must not let capture the key)."""
+    seen = set()
+    for k1, v1, p, q, let, wrap, r, k3, v3, key, b in itertools.product(
+            ["i", "j"], ["r", "i"], ["M", "V"], ["{p}", "M({k1})", "M(0)"], [True, False],
+            [False, True], ["{q}", "M({k1})", "{p}"], ["i", "j"], ["w", "i"],
+            ["{k1}", "{k3}"], ["a * 1.5", "s + 1.0", "sum(<i, x> in V) x * a"]):
+        if v1 == k1 or v3 == k3 or (not wrap and key == "{k3}"):
+            continue
+        dom = str(q).format(p=p, k1=k1)
+        onehot = f"sum(<k, a> in {dom}) {{k -> {b}}}"
+        look = f"{{n -> {'d' if let else '(' + onehot + ')'}({str(key).format(k1=k1, k3=k3)})}}"
+        if wrap:
+            look = f"sum(<{k3}, {v3}> in {str(r).format(q=dom, p=p, k1=k1)}) {look}"
+        text = f"sum(<{k1}, {v1}> in {p}) " + (f"let d = {onehot} in {look}" if let else look)
+        if text not in seen:
+            seen.add(text)
+            yield text

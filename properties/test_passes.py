@@ -34,13 +34,14 @@ from properties.generators import (
     Draw,
     Generated,
     environments,
+    lookup_family,
     lookup_shapes,
     sized_environments,
     sized_programs,
 )
 from properties.test_rules import assert_same_meaning, places, rewrite_sites
 from sdqlite.ast import Expr
-from sdqlite.errors import DataError
+from sdqlite.errors import DataError, SDQLiteError
 from sdqlite.gradient import gradient
 from sdqlite.parser import parse_expr
 from sdqlite.passes import iterated_key_lookup, normalize_multiplication, sparsity_propagation
@@ -136,6 +137,26 @@ def test_iterated_key_lookup_is_sound_with_shadowed_binders(g: Generated,
     out, t = typecheck(iterated_key_lookup(elab, g.ctx).program, g.ctx)
     assert t == g.type
     assert values_equal(evaluate(elab, env, FRACTION), evaluate(out, env, FRACTION))
+
+
+def test_iterated_key_lookup_is_sound_on_every_program_of_a_small_family() -> None:
+    """Bounded-exhaustive: every well-typed program of ``lookup_family`` keeps its
+    meaning on data with keys both stored and not (M's column 5 is no row of M)."""
+    env: dict[str, Value] = {
+        "V": {0: Fraction(2), 5: Fraction(3)}, "a": dense([]), "s": Fraction(1), "n": 0,
+        "M": {0: {0: Fraction(1), 5: Fraction(4)}, 1: {1: Fraction(3)}}}
+    checked, fired = 0, Counter[str]()
+    for text in lookup_family():
+        try:
+            e, t = typecheck(parse_expr(text), SHAPE_CTX)
+        except SDQLiteError:
+            continue
+        result = iterated_key_lookup(e, SHAPE_CTX)
+        out, t2 = typecheck(result.program, SHAPE_CTX)
+        assert t2 == t, text
+        assert values_equal(evaluate(e, env, FRACTION), evaluate(out, env, FRACTION)), text
+        checked, fired = checked + 1, fired + result.fired
+    assert checked > 1000 and fired["iterated-key-lookup (same-dictionary)"] > 200, fired
 
 
 def test_iterated_key_lookup_fires_on_lookup_shapes() -> None:
