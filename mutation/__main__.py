@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.environ["HYPOTHESIS_PROFILE"] = "mutation"  # conftest.py: 100 examples, no shrinking
     STATE.mkdir(exist_ok=True)
+    # one C++ build cache for every run (kernels are keyed by their text and flags): a
+    # mutant of the Python code seldom changes the C++, so its builds are cache hits
+    os.environ.setdefault("SDQLITE_CACHE", str(STATE / "cpp-cache"))
     if args.from_log:
         return from_log(args.modules)
     if args.list:

@@ -75,10 +75,11 @@ EXAMPLES = max(2, settings().max_examples // BATCH)
 
 @pytest.fixture(scope="module", autouse=True)
 def quick_builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Unoptimized builds in a private cache (unless the flags are given)."""
+    """Unoptimized builds in a private cache (unless the flags or the cache are given:
+    ``make mutation`` gives one cache to all its runs)."""
     saved = {k: os.environ.get(k) for k in ("SDQLITE_CXXFLAGS", "SDQLITE_CACHE")}
     os.environ.setdefault("SDQLITE_CXXFLAGS", "-O0")
-    os.environ["SDQLITE_CACHE"] = str(tmp_path_factory.mktemp("cpp-cache"))
+    os.environ.setdefault("SDQLITE_CACHE", str(tmp_path_factory.mktemp("cpp-cache")))
     yield
     for k, v in saved.items():
         if v is None:

@@ -8,7 +8,8 @@ import pytest
 @pytest.fixture
 def quick_builds(tmp_path_factory: pytest.TempPathFactory,
                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Compiled code builds at -O1 into a cache of this test run's own (a file asks for
-    it with ``pytestmark = pytest.mark.usefixtures("quick_builds")``)."""
+    """Compiled code builds at -O1 into a cache of this test run's own, unless one is
+    given (a file asks for it with ``pytestmark = pytest.mark.usefixtures("quick_builds")``)."""
     monkeypatch.setenv("SDQLITE_CXXFLAGS", os.environ.get("SDQLITE_CXXFLAGS", "-O1"))
-    monkeypatch.setenv("SDQLITE_CACHE", str(tmp_path_factory.getbasetemp() / "cpp-cache"))
+    monkeypatch.setenv("SDQLITE_CACHE", os.environ.get(  # a cache given (make mutation's)
+        "SDQLITE_CACHE", str(tmp_path_factory.getbasetemp() / "cpp-cache")))
