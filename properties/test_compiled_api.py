@@ -2,14 +2,17 @@
 fourth property, §6 code generation, end to end).
 
 For the paper's six kernels of §7 (``benchmarks.kernels``: BATAX, SMMM, SMVM, VVA, VVD,
-VSM), their value and their gradient, optimized or not, each sparse input stored in a
-format its type admits, and data generated and handed over as a user would — scipy
+VSM), their value and their gradient, optimized or not, declared or typed by their data,
+the sparse input stored in the default format or one its type admits, a dense or a
+dictionary destination, and data generated and handed over as a user would — scipy
 sparse arrays in csr, csc or coo (float or integer, with explicit zeros, entries out of
-order), numpy arrays, or SDQLite values — ``compile(source, wrt, formats)(**data)``:
+order), numpy arrays (0-d for a scalar too), or SDQLite values —
+``compile(source, wrt, formats)(**data)``:
 
 1. with ``output="value"`` is the interpreter's value of the program (``semantics.run``)
    on the same data, to 1e-9;
-2. with the default output (numpy, scipy or a number) holds the same entries.
+2. with the default output (numpy, scipy or a number) holds the same entries;
+3. where the interpreter refuses the program or its data, raises a clean error too.
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -32,14 +35,16 @@ import sdqlite
 from benchmarks.kernels import KERNELS, P
 from codegen.api import Compiled
 from properties.generators import Draw
+from sdqlite.errors import SDQLiteError
 from sdqlite.parser import parse_program
 from sdqlite.storage import formats_for
-from semantics.convert import to_numpy
+from sdqlite.types import REAL, DictT
+from semantics.convert import from_numpy, to_numpy
 from semantics.run import Input, run
-from semantics.values import Value, dense, values_equal
+from semantics.values import Value, type_of, values_equal
 
 #: a build for each kernel, wrt, format and option met: few examples, each cheap once built
-EXAMPLES = min(60, settings().max_examples)
+EXAMPLES = min(100, settings().max_examples)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -60,18 +65,20 @@ def quick_builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 _COMPILED: dict[tuple[Any, ...], Compiled] = {}
 
 
-def _compiled(kernel: str, wrt: str | None, formats: dict[str, str], optimize: bool,
-              output: str) -> Compiled:
-    key = (kernel, wrt, tuple(sorted(formats.items())), optimize, output)
+def _compiled(source: str, wrt: str | None, optimize: bool, output: str,
+              options: dict[str, Any]) -> Compiled:
+    key = (source, wrt, optimize, output, repr(sorted(options.items())))
     if key not in _COMPILED:
-        _COMPILED[key] = sdqlite.compile(KERNELS[kernel].source, wrt=wrt, formats=formats,
-                                         optimize=optimize, output=output)
+        _COMPILED[key] = sdqlite.compile(source, wrt=wrt, optimize=optimize, output=output,
+                                         **options)
     return _COMPILED[key]
 
 
 @st.composite
-def kernel_data(draw: Draw) -> tuple[str, dict[str, Any], dict[str, Value]]:
-    """A kernel, its inputs as a user hands them over, and the same as SDQLite values."""
+def kernel_data(draw: Draw) -> tuple[str, dict[str, Any], dict[str, Input], bool]:
+    """A kernel, its inputs as a user hands them over, and each as an SDQLite value
+    under the kernel's declarations and as the data alone says (a numpy array given for
+    a sparse vector is its nonzeros when the vector is declared, an array otherwise)."""
     kernel = draw(st.sampled_from(sorted(KERNELS)))
     m, n = draw(st.integers(0, 4)), draw(st.integers(0, 4))
     halves = st.integers(-4, 4).map(lambda k: k / 2)  # exact in binary: sums agree
@@ -80,75 +87,94 @@ def kernel_data(draw: Draw) -> tuple[str, dict[str, Any], dict[str, Value]]:
         return np.array([[draw(halves) for _ in range(cols)] for _ in range(rows)],
                         dtype=np.float64).reshape(rows, cols)
 
-    def sparse(a: Any) -> tuple[Any, Value]:
+    def sparse(a: Any) -> tuple[Any, Input, Input]:
         """A sparse input from a dense array: scipy, numpy or a value (its nonzeros)."""
-        value: Value = ({int(i): float(x) for i, x in enumerate(a) if x} if a.ndim == 1 else
+        value: Any = ({int(i): float(x) for i, x in enumerate(a) if x} if a.ndim == 1 else
                         {int(i): {int(j): float(x) for j, x in enumerate(row) if x}
                          for i, row in enumerate(a) if row.any()})
         how = draw(st.sampled_from(["scipy", "numpy", "value"]))
         if how == "value":
-            return value, value
+            return value, Input(value), Input(value)
         if how == "numpy":
-            return a.copy(), value
-        integral = bool(np.all(a == np.round(a))) and draw(st.booleans())
+            return a.copy(), Input(value), Input(*from_numpy(a))
+        integral = bool(np.all(a == np.round(a))) and draw(st.booleans()) and declared
         stored = a.astype(np.int64) if integral else a
+        logical = Input(value, DictT(REAL) if a.ndim == 1 else DictT(DictT(REAL)))
         if a.ndim == 1:
-            return sp.coo_array(stored), value
+            return sp.coo_array(stored), Input(value), logical
         m = sp.coo_array(stored)
         if draw(st.booleans()) and m.nnz:  # an explicit zero, entries out of order
             rows, cols = np.append(m.row, m.row[0]), np.append(m.col, m.col[0])
             data = np.append(m.data, 0)
             order = np.arange(len(data))[::-1]
             m = sp.coo_array((data[order], (rows[order], cols[order])), shape=m.shape)
-        return m.asformat(draw(st.sampled_from(["csr", "csc", "coo"]))), value
+        return m.asformat(draw(st.sampled_from(["csr", "csc", "coo"]))), Input(value), logical
 
-    def dense_vector(k: int) -> tuple[Any, Value]:
+    def dense_vector(k: int) -> tuple[Any, Input, Input]:
         a = dense_matrix(1, k).reshape(k)
-        return (a, dense([float(x) for x in a])) if draw(st.booleans()) else (
-            dense([float(x) for x in a]), dense([float(x) for x in a]))
+        v = Input(*from_numpy(a))
+        return (a, v, v) if draw(st.booleans()) else (v.value, Input(v.value), Input(v.value))
 
-    data: dict[str, tuple[Any, Value]] = {}
+    def scalar() -> tuple[Any, Input, Input]:
+        x = draw(halves)
+        return draw(st.sampled_from([x, np.float64(x), np.array(x)])), Input(x), Input(x)
+
+    declared = draw(st.booleans())
+    data: dict[str, tuple[Any, Input, Input]] = {}
     match kernel:
         case "BATAX":
-            data = {"A": sparse(dense_matrix(m, n)), "beta": (draw(halves),) * 2,
-                    "X": dense_vector(n)}
+            data = {"A": sparse(dense_matrix(m, n)), "beta": scalar(), "X": dense_vector(n)}
         case "SMMM":
             b = dense_matrix(n, P)
-            data = {"A": sparse(dense_matrix(m, n)),
-                    "B": (b, dense([dense([float(x) for x in row]) for row in b]))}
+            rows = Input(*from_numpy(b))
+            data = {"A": sparse(dense_matrix(m, n)), "B": (b, rows, rows)}
         case "SMVM":
             data = {"A": sparse(dense_matrix(m, n)), "X": dense_vector(n)}
         case "VVA" | "VVD":
             data = {"V1": dense_vector(n), "V2": sparse(dense_matrix(1, n).reshape(n))}
         case _:
-            data = {"s": (draw(halves),) * 2, "V": sparse(dense_matrix(1, n).reshape(n))}
-    return kernel, {x: d for x, (d, _) in data.items()}, {x: v for x, (_, v) in data.items()}
+            data = {"s": scalar(), "V": sparse(dense_matrix(1, n).reshape(n))}
+    return kernel, {x: d for x, (d, *_) in data.items()}, {
+        x: v if declared else w for x, (_, v, w) in data.items()}, declared
 
 
-def _entries(x: Any) -> Any:
-    """A result as a dense numpy array (a number as itself)."""
-    if sp.issparse(x):
-        matrix: Any = x  # (issparse narrows to a class without toarray for mypy)
-        return matrix.toarray()
-    return np.asarray(x, dtype=np.float64)
+def _same(got: Any, want: Value) -> bool:
+    """A result of the default output — numpy, scipy, a number, or a value where the
+    result has no array shape — holds the entries of ``want``."""
+    if sp.issparse(got):
+        matrix: Any = got  # (issparse narrows to a class without toarray for mypy)
+        got = matrix.toarray()
+    if isinstance(got, np.ndarray):
+        return bool(np.allclose(got, to_numpy(want, got.shape), rtol=1e-9, atol=1e-12))
+    return values_equal(got, want, rel_tol=1e-9, abs_tol=1e-12)
 
 
 @settings(max_examples=EXAMPLES)
 @given(kernel_data(), st.booleans(), st.booleans(), st.data())
-def test_compile_agrees_with_the_interpreter(case: tuple[str, dict[str, Any], dict[str, Value]],
-                                             differentiate: bool, optimize: bool,
-                                             data: st.DataObject) -> None:
-    kernel, given_data, values = case
+def test_compile_agrees_with_the_interpreter(
+        case: tuple[str, dict[str, Any], dict[str, Input], bool], differentiate: bool,
+        optimize: bool, data: st.DataObject) -> None:
+    kernel, given_data, values, declared = case
     k = KERNELS[kernel]
     wrt = k.wrt if differentiate else None
-    program = parse_program(k.source)
-    decls = {d.name: d.type for d in program.decls}
-    formats = {k.sparse: data.draw(st.sampled_from(formats_for(decls[k.sparse])))}
     *decl_lines, body = k.source.splitlines()
-    text = "\n".join([*decl_lines, f"gradient ({body}) {wrt}" if wrt else body])
-    want = run(parse_program(text), {x: Input(v, decls[x]) for x, v in values.items()}).value
-    got = _compiled(kernel, wrt, formats, optimize, "value")(**given_data)
+    source = k.source if declared else body  # undeclared: typed by the data
+    text = "\n".join([*(decl_lines if declared else []),
+                      f"gradient ({body}) {wrt}" if wrt else body])
+    options: dict[str, Any] = {
+        "formats": None, "destination": data.draw(st.sampled_from(["dense", "dict"]))}
+    try:
+        result = run(parse_program(text), values)
+    except SDQLiteError:  # the interpreter refuses: so does the compiled path, cleanly
+        with pytest.raises(SDQLiteError):
+            _compiled(source, wrt, optimize, "value", options)(**given_data)
+        return
+    want = result.value
+    stored = parse_program(k.source).decls if declared else ()
+    sparse_type = next((d.type for d in stored if d.name == k.sparse), None) or \
+        values[k.sparse].type or type_of(values[k.sparse].value)
+    if sparse_type is not None and data.draw(st.integers(0, 3)) > 0:  # mostly explicit
+        options["formats"] = {k.sparse: data.draw(st.sampled_from(formats_for(sparse_type)))}
+    got = _compiled(source, wrt, optimize, "value", options)(**given_data)
     assert values_equal(got, want, rel_tol=1e-9, abs_tol=1e-12), (got, want)
-    auto = _entries(_compiled(kernel, wrt, formats, optimize, "auto")(**given_data))
-    assert np.allclose(auto, to_numpy(want, auto.shape) if auto.ndim else want,
-                       rtol=1e-9, atol=1e-12)
+    assert _same(_compiled(source, wrt, optimize, "auto", options)(**given_data), want)
