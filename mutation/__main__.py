@@ -170,21 +170,22 @@ def main(argv: list[str] | None = None) -> int:
     rows = table(args.modules, modules, chosen, equivalent, results)
     print(format_table(rows))
     survivors = [k for k in chosen if results[k].status in ("survived", "uncovered")]
-    print(f"\n{len(survivors)} mutants survived the whole suite; "
-          f"{sum(1 for k in chosen if results[k].scope == 'tests')} were killed only by "
-          f"tests/ (not by properties/). {minutes:.1f} minutes.")
+    printed = [f"{len(survivors)} mutants survived the whole suite; "
+               f"{sum(1 for k in chosen if results[k].scope == 'tests')} were killed only by "
+               f"tests/ (not by properties/). {minutes:.1f} minutes."]
     for n, i in survivors:
-        print(("[not reached by any test] " if results[(n, i)].status == "uncovered" else "")
-              + describe(modules[n], i))
+        printed.append(("[not reached by any test] " if results[(n, i)].status == "uncovered"
+                        else "") + describe(modules[n], i))
     only_tests = [k for k in chosen if results[k].scope == "tests"]
     if only_tests:
-        print("\nkilled only by tests/:")
+        printed.append("\nkilled only by tests/:")
         for n, i in only_tests:
-            print(describe(modules[n], i) + f"\n    killed by {results[(n, i)].by}")
+            printed.append(describe(modules[n], i) + f"\n    killed by {results[(n, i)].by}")
+    print("\n" + "\n".join(printed))
     (STATE / "last-run.json").write_text(json.dumps(
         {f"{n}:{i}": vars(results[(n, i)]) for n, i in chosen}, indent=1))
     if args.report:
-        REPORT.write_text(report(rows, args, minutes))
+        REPORT.write_text(report(rows, args, minutes, "\n".join(printed)))
         print(f"wrote {REPORT.relative_to(ROOT)}")
     return 0
 
@@ -255,7 +256,7 @@ def _total(rows: list[Row]) -> Row:
     return out
 
 
-def report(rows: list[Row], args: argparse.Namespace, minutes: float) -> str:
+def report(rows: list[Row], args: argparse.Namespace, minutes: float, printed: str) -> str:
     cmd = "python -m mutation" + (f" --quick {args.quick}" if args.quick else "")
     return (f"# Mutation score\n\nWritten by `{cmd} --report` on "
             f"{datetime.date.today().isoformat()}, {platform.machine()}, "
@@ -263,7 +264,8 @@ def report(rows: list[Row], args: argparse.Namespace, minutes: float) -> str:
             f"{minutes:.0f} minutes with {args.jobs} jobs, Hypothesis profile `mutation` "
             f"(derandomized, 100 examples, no shrinking).\n"
             f"A score is the share of the mutants run (the non-equivalent ones) that a test "
-            f"kills.\n\n{format_table(rows)}\n")
+            f"kills.\n\n{format_table(rows)}\n\n"
+            f"## Survivors, and mutants only tests/ killed\n\n```text\n{printed}\n```\n")
 
 
 if __name__ == "__main__":
