@@ -1,0 +1,81 @@
+"""Equality, zero and typing of values mean what they say (``semantics.values``), for
+the oracle's comparisons rest on them:
+
+* ``values_equal`` is exact over the rationals (two different fractions are different,
+  however close their floats); with tolerances, an entry on one side only counts as
+  zero when it is within ``abs_tol`` of it, the bound included; values of different
+  kinds (a number, a dictionary, a dense array) are never equal, and comparing them
+  raises nothing.
+* ``is_zero`` holds of a sympy expression that expands to zero, and not of one that
+  does not.
+* ``has_type`` holds of a scalar for its own type only (a bool is no int, a real no int).
+* The interpreter refuses a range or sub-array of more than ``MAX_DENSE`` positions
+  before building it, with an error that names the size.
+"""
+
+from fractions import Fraction
+
+import pytest
+import sympy
+from hypothesis import given
+from hypothesis import strategies as st
+
+from properties.generators import values
+from sdqlite.errors import EvalError
+from sdqlite.parser import parse_expr
+from sdqlite.typecheck import typecheck
+from sdqlite.types import BOOL, INT, REAL, Type
+from semantics.interp import MAX_DENSE, evaluate
+from semantics.values import Value, dense, has_type, is_zero, values_equal
+
+fractions = st.fractions(max_denominator=10**6)
+
+
+@given(fractions, fractions)
+def test_values_equal_is_exact_over_the_rationals(a: Fraction, b: Fraction) -> None:
+    assert values_equal(a, b) == (a == b)
+    tiny = a + Fraction(1, 10**30)  # the same float as a, another rational
+    assert not values_equal(a, tiny)
+    assert values_equal(a, tiny, rel_tol=1e-12, abs_tol=1e-12)
+
+
+@given(fractions.filter(bool))
+def test_an_entry_on_one_side_is_zero_within_abs_tol_bound_included(a: Fraction) -> None:
+    tol = abs(float(a))
+    assert values_equal({0: a}, {}, abs_tol=tol)
+    assert values_equal({}, {0: {1: a}}, abs_tol=tol)
+    assert not values_equal({0: a}, {}, abs_tol=tol / 2)
+
+
+@given(fractions, st.sampled_from([0.0, 1e-9]))
+def test_values_of_different_kinds_are_not_equal(a: Fraction, tol: float) -> None:
+    kinds = [a, {0: a} if a else {}, dense([a])]
+    for i, x in enumerate(kinds):
+        for j, y in enumerate(kinds):
+            if i != j:
+                assert not values_equal(x, y, rel_tol=tol, abs_tol=tol), (x, y)
+
+
+@given(st.integers(-5, 5).filter(bool))
+def test_is_zero_expands_sympy_expressions(c: int) -> None:
+    x = sympy.Symbol("x")
+    assert is_zero((x + c) ** 2 - x**2 - 2 * c * x - c**2)
+    assert not is_zero((x + c) ** 2 - x**2)
+
+
+SCALARS: list[Type] = [REAL, INT, BOOL]
+
+
+@given(st.sampled_from(SCALARS).flatmap(lambda t: st.tuples(st.just(t), values(t, exact=True))))
+def test_a_scalar_has_its_own_type_only(case: tuple[Type, Value]) -> None:
+    t, v = case
+    for other in SCALARS:
+        assert has_type(v, other) == (other == t), (v, other)
+
+
+@given(st.integers(0, 3), st.sampled_from(["({lo}:{hi})", "[1.0, 2.0]({lo}:{hi})"]))
+def test_a_dense_array_too_large_to_build_is_refused(lo: int, form: str) -> None:
+    hi = lo + MAX_DENSE + 1
+    e, _ = typecheck(parse_expr(form.format(lo=lo, hi=hi)), {})
+    with pytest.raises(EvalError, match=f"{MAX_DENSE + 1} positions"):
+        evaluate(e, {})
