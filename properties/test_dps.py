@@ -1,7 +1,8 @@
 """Destination-passing style keeps meaning (§6, "Destination-Passing Style & C++ Code
 Generation"; ``codegen/dps.py``).
 
-For generated Γ ⊢ e : T (Physical SDQLite: every construct, gradients included) and
+For generated Γ ⊢ e : T (Physical SDQLite: every construct, gradients included; and
+loops around nested singletons, whose destinations are keyed paths) and
 ρ ∈ ⟦Γ⟧, the statements of ``lower(e)`` add exactly ⟦e⟧(ρ) into the destination, with
 DPS (``dest[k] += v`` pushed into the innermost loop) and without it, computed over the
 rationals.  DPS sums in another order than the interpreter, so where dense arrays are
@@ -16,9 +17,19 @@ from hypothesis import strategies as st
 
 from codegen.dps import Loop, Lowered, Stmt, When, lower
 from codegen.execute import execute
-from properties.generators import Generated, programs_with_env
-from sdqlite.ast import Let, Sum, subterms
+from properties.generators import (
+    PHYSICAL,
+    SHAPE_CTX,
+    Draw,
+    Generated,
+    Names,
+    environments,
+    gen,
+    programs_with_env,
+)
+from sdqlite.ast import Add, Eq, Expr, If, IntConst, Let, Single, Sum, Var, subterms
 from sdqlite.typecheck import typecheck
+from sdqlite.types import INT, REAL, DictT, Type
 from semantics.interp import evaluate
 from semantics.values import FRACTION, Value, inner_extents_forgotten
 
@@ -39,7 +50,45 @@ def _pure(low: Lowered) -> bool:
                    for t in subterms(e))  # type: ignore[arg-type]
 
 
-@given(programs_with_env(exact=True), st.booleans())
+@st.composite
+def keyed_sums(draw: Draw) -> Generated:
+    """One or two loops (over M and its rows, or V) around nested singletons, sums of
+    them and conditionals, keyed by the binders or constants: what DPS turns into adds
+    at keyed paths (``res[i][j] += a``), which random programs seldom have."""
+    names = Names()
+
+    def body(scope: dict[str, Type], keys: list[Expr], depth: int, budget: int) -> Expr:
+        key = draw(st.sampled_from([*keys, IntConst(draw(st.integers(0, 2)))]))
+        if depth == 0:
+            return gen(draw, scope, REAL, draw(st.integers(0, 1)), names, PHYSICAL)
+        match draw(st.sampled_from(["single", "single", "add", "if"]) if budget else
+                   st.just("single")):
+            case "single":
+                return Single(key, body(scope, keys, depth - 1, budget))
+            case "add":
+                return Add(body(scope, keys, depth, budget - 1),
+                           body(scope, keys, depth, budget - 1))
+            case _:
+                return If(Eq(key, IntConst(draw(st.integers(0, 2)))),
+                          body(scope, keys, depth, budget - 1))
+
+    depth = draw(st.integers(1, 3))
+    if draw(st.booleans()):
+        scope = {**SHAPE_CTX, "i": INT, "r": DictT(REAL), "j": INT, "a": REAL}
+        inner = body(scope, [Var("i"), Var("j")], depth, 2)
+        e: Expr = Sum("i", "r", Var("M"), Sum("j", "a", Var("r"), inner))
+    else:
+        scope = {**SHAPE_CTX, "k": INT, "v": REAL}
+        e = Sum("k", "v", Var("V"), body(scope, [Var("k")], depth, 2))
+    return Generated(SHAPE_CTX, e, typecheck(e, SHAPE_CTX)[1])
+
+
+#: generated programs, and loops around nested singletons, whose DPS adds at keyed paths
+CASES = st.one_of(programs_with_env(exact=True), keyed_sums().flatmap(
+    lambda g: st.tuples(st.just(g), environments(g.ctx, exact=True))))
+
+
+@given(CASES, st.booleans())
 def test_lowered_statements_add_the_programs_value(case: tuple[Generated, dict[str, Value]],
                                                    dps: bool) -> None:
     g, env = case
