@@ -27,7 +27,7 @@ from properties.generators import (
     gen,
     programs_with_env,
 )
-from sdqlite.ast import Add, Eq, Expr, If, IntConst, Let, Single, Sum, Var, subterms
+from sdqlite.ast import Add, Eq, Expr, If, IntConst, Let, Mul, Single, Sum, Var, subterms
 from sdqlite.typecheck import typecheck
 from sdqlite.types import INT, REAL, DictT, Type
 from semantics.interp import evaluate
@@ -59,8 +59,10 @@ def keyed_sums(draw: Draw) -> Generated:
 
     def body(scope: dict[str, Type], keys: list[Expr], depth: int, budget: int) -> Expr:
         key = draw(st.sampled_from([*keys, IntConst(draw(st.integers(0, 2)))]))
-        if depth == 0:
-            return gen(draw, scope, REAL, draw(st.integers(0, 1)), names, PHYSICAL)
+        if depth == 0:  # leaves and products of them: exact, as unary operations are not
+            leaf = gen(draw, scope, REAL, 0, names, PHYSICAL)
+            return Mul(leaf, gen(draw, scope, REAL, 0, names, PHYSICAL)) if draw(
+                st.booleans()) else leaf
         match draw(st.sampled_from(["single", "single", "add", "if"]) if budget else
                    st.just("single")):
             case "single":
