@@ -21,8 +21,6 @@ formats, laying out their buffers, specializing and caching, and reading results
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -47,19 +45,7 @@ from semantics.values import Value, type_of, values_equal
 EXAMPLES = min(100, settings().max_examples)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def quick_builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Unoptimized builds in a private cache (unless the flags or the cache are given:
-    ``make mutation`` gives one cache to all its runs)."""
-    saved = {k: os.environ.get(k) for k in ("SDQLITE_CXXFLAGS", "SDQLITE_CACHE")}
-    os.environ.setdefault("SDQLITE_CXXFLAGS", "-O0")
-    os.environ.setdefault("SDQLITE_CACHE", str(tmp_path_factory.mktemp("cpp-cache")))
-    yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+pytestmark = pytest.mark.usefixtures("quick_builds")  # properties/conftest.py
 
 
 _COMPILED: dict[tuple[Any, ...], Compiled] = {}

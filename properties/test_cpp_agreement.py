@@ -29,8 +29,7 @@ Programs are compiled ``BATCH`` to a translation unit, at ``-O0`` unless
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,19 +72,7 @@ BATCH = 20
 EXAMPLES = max(2, settings().max_examples // BATCH)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def quick_builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Unoptimized builds in a private cache (unless the flags or the cache are given:
-    ``make mutation`` gives one cache to all its runs)."""
-    saved = {k: os.environ.get(k) for k in ("SDQLITE_CXXFLAGS", "SDQLITE_CACHE")}
-    os.environ.setdefault("SDQLITE_CXXFLAGS", "-O0")
-    os.environ.setdefault("SDQLITE_CACHE", str(tmp_path_factory.mktemp("cpp-cache")))
-    yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+pytestmark = pytest.mark.usefixtures("quick_builds")  # properties/conftest.py
 
 
 @dataclass

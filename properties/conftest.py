@@ -1,0 +1,22 @@
+"""Fixtures shared by the properties that build C++."""
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def quick_builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Unoptimized builds in a private cache (unless the flags or the cache are given:
+    ``make mutation`` gives one cache to all its runs).  A file asks for it with
+    ``pytestmark = pytest.mark.usefixtures("quick_builds")``."""
+    saved = {k: os.environ.get(k) for k in ("SDQLITE_CXXFLAGS", "SDQLITE_CACHE")}
+    os.environ.setdefault("SDQLITE_CXXFLAGS", "-O0")
+    os.environ.setdefault("SDQLITE_CACHE", str(tmp_path_factory.mktemp("cpp-cache")))
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
