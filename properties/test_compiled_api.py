@@ -12,7 +12,10 @@ order), numpy arrays (0-d for a scalar too), or SDQLite values —
 1. with ``output="value"`` is the interpreter's value of the program (``semantics.run``)
    on the same data, to 1e-9;
 2. with the default output (numpy, scipy or a number) holds the same entries;
-3. where the interpreter refuses the program or its data, raises a clean error too.
+3. where the interpreter refuses the program or its data, raises a clean error too;
+4. where a unary operation fails at run time (outside its domain, or not finite), raises
+   the interpreter's error at the same place in the source (the optimizer keeps each
+   operation's location), optimized or not; a real overflow is a real overflow.
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -26,14 +29,15 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import sdqlite
 from benchmarks.kernels import KERNELS, P
 from codegen.api import Compiled
 from properties.generators import Draw
-from sdqlite.errors import SDQLiteError
+from sdqlite.errors import EvalError, SDQLiteError
+from sdqlite.ops import UNARY_OPS
 from sdqlite.parser import parse_program
 from sdqlite.storage import formats_for
 from sdqlite.types import REAL, DictT
@@ -164,3 +168,68 @@ def test_compile_agrees_with_the_interpreter(
     got = _compiled(source, wrt, optimize, "value", options)(**given_data)
     assert values_equal(got, want, rel_tol=1e-9, abs_tol=1e-12), (got, want)
     assert _same(_compiled(source, wrt, optimize, "auto", options)(**given_data), want)
+
+
+#: an argument each operation fails on (outside its domain, or a result not finite)
+FAILS_ON = {"log": -1.0, "sqrt": -0.5, "inv": 0.0, "exp": 800.0, "square": 1e200}
+
+
+@st.composite
+def failing_programs(draw: Draw) -> tuple[str, dict[str, Any]]:
+    """A sum or product of unary operations and squares, each of its own input (a scalar, or the
+    entries of a vector), with data on which at most one of them fails."""
+    ops = draw(st.lists(st.sampled_from([*sorted(UNARY_OPS), "square"]), min_size=1,
+                        max_size=4))
+    failing = [i for i, op in enumerate(ops) if op in FAILS_ON]
+    fails = draw(st.sampled_from([None, *failing]))
+    decls, terms, data = [], [], dict[str, Any]()
+    for i, op in enumerate(ops):
+        x = FAILS_ON[op] if i == fails else 0.5
+        if draw(st.booleans()):
+            decls.append(f"x{i} : real")
+            terms.append(f"x{i} * x{i}" if op == "square" else f"{op}(x{i})")
+            data[f"x{i}"] = x
+        elif op == "square":
+            decls.append(f"x{i} : real")
+            terms.append(f"(x{i} * x{i})")
+            data[f"x{i}"] = x
+        elif x != 0.0 and draw(st.booleans()):  # a sparse vector stores no zero
+            decls.append(f"v{i} : {{int -> real}}")
+            terms.append(f"(sum(<k, e> in v{i}) {op}(e))")
+            data[f"v{i}"] = {0: 0.25, draw(st.integers(1, 3)): x}
+        else:
+            decls.append(f"v{i} : {{dense_int -> real}}")
+            terms.append(f"(sum(<k, e> in v{i}) {op}(e))")
+            data[f"v{i}"] = np.array([0.25] * draw(st.integers(0, 2)) + [x])
+    body = terms[0]
+    for t in terms[1:]:
+        body += draw(st.sampled_from([" + ", " * "])) + t
+    return "\n".join([*decls, body]), data
+
+
+@settings(max_examples=min(30, settings().max_examples))
+@given(failing_programs(), st.booleans())
+@example(("v0 : {dense_int -> real}\n(sum(<k, e> in v0) inv(e))", {"v0": np.array([0.0])}),
+         True).via("saturation dropped the operation's location")
+@example(("v0 : {dense_int -> real}\nv1 : {dense_int -> real}\n"
+          "(sum(<k, e> in v0) log(e)) + (sum(<k, e> in v1) log(e))",
+          {"v0": np.array([0.5]), "v1": np.array([-1.0])}),
+         True).via("one term, log(e), under two binders: the location of the first")
+def test_a_failing_operation_fails_where_the_interpreter_says(
+        case: tuple[str, dict[str, Any]], optimize: bool) -> None:
+    source, data = case
+    program = parse_program(source)
+    try:
+        want = run(program, {x: Input(*from_numpy(v)) if isinstance(v, np.ndarray)
+                             else Input(v) for x, v in data.items()}).value
+    except EvalError as err:
+        with pytest.raises(EvalError) as got:
+            _compiled(source, None, optimize, "value", {})(**data)
+        if err.message.startswith("real overflow"):  # C++ checks the result, not each step
+            assert got.value.message.startswith("real overflow")
+            return
+        assert (got.value.message, got.value.span) == (err.message, err.span)
+        assert err.span is not None
+        return
+    got_value = _compiled(source, None, optimize, "value", {})(**data)
+    assert values_equal(got_value, want, rel_tol=1e-9, abs_tol=1e-12)

@@ -28,7 +28,7 @@ key for fusion with ``unique``); ``properties/test_saturation.py`` shows each ne
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -71,6 +71,7 @@ from sdqlite.egraph import (
     instantiate,
     run,
 )
+from sdqlite.errors import Span
 from sdqlite.names import NameSupply, names_in
 from sdqlite.typecheck import Ctx, synth, typecheck
 from sdqlite.types import BOOL, INT, REAL, DictT, IntT, RealT, Type, erase, otimes
@@ -78,10 +79,17 @@ from sdqlite.types import BOOL, INT, REAL, DictT, IntT, RealT, Type, erase, otim
 # ---- encoding ---------------------------------------------------------------------------------
 
 
-def encode(e: Expr, ctx: Ctx, scope: tuple[tuple[str, Type], ...] = ()) -> Term:
-    """An elaborated expression as a term with de Bruijn indices (innermost binder 0)."""
-    def go(x: Expr, inner: tuple[tuple[str, Type], ...] = scope) -> Term:
-        return encode(x, ctx, inner)
+def encode(e: Expr, ctx: Ctx, scope: tuple[tuple[str, Type], ...] = (),
+           spans: dict[Term, Span] | None = None, outer: tuple[Term, ...] = ()) -> Term:
+    """An elaborated expression as a term with de Bruijn indices (innermost binder 0).
+
+    ``spans`` collects where each unary operation is in the source, by its term closed
+    over the binders it is under (``_closed``; ``outer`` describes them): ``decode`` gives
+    the operation back its span, so that a failure in the optimized program is reported
+    where the interpreter reports it."""
+    def go(x: Expr, inner: tuple[tuple[str, Type], ...] = scope,
+           binders: tuple[Term, ...] = outer) -> Term:
+        return encode(x, ctx, inner, spans, binders)
 
     full = {**ctx, **dict(scope)}
     match e:
@@ -101,10 +109,16 @@ def encode(e: Expr, ctx: Ctx, scope: tuple[tuple[str, Type], ...] = ()) -> Term:
         case Sum(k, v, dom, body):
             dt = synth(full, dom)[1]
             assert isinstance(dt, DictT)
-            return Term("sum", (go(dom), go(body, (*scope, (k, INT), (v, dt.val)))))
+            over = go(dom)
+            return Term("sum", (over, go(body, (*scope, (k, INT), (v, dt.val)),
+                                         _bound(outer, "sum", over) if spans is not None
+                                         else ())))
         case Let(x, rhs, body):
             rt = synth(full, rhs)[1]
-            return Term("let", (go(rhs), go(body, (*scope, (x, rt)))))
+            bound = go(rhs)
+            return Term("let", (bound, go(body, (*scope, (x, rt)),
+                                          _bound(outer, "let", bound) if spans is not None
+                                          else ())))
         case Single(k, v):
             return Term("single", (go(k), go(v)))
         case Lookup(d, k):
@@ -120,7 +134,10 @@ def encode(e: Expr, ctx: Ctx, scope: tuple[tuple[str, Type], ...] = ()) -> Term:
         case Eq(a, b):
             return Term("eq", (go(a), go(b)))
         case UnOp(op, a):
-            return Term(("unop", op), (go(a),))
+            term = Term(("unop", op), (go(a),))
+            if spans is not None and e.span is not None:
+                spans.setdefault(_closed(term, outer), e.span)
+            return term
         case Range(lo, hi):
             return Term("range", (go(lo), go(hi)))
         case SubArray(arr, lo, hi):
@@ -134,10 +151,13 @@ def encode(e: Expr, ctx: Ctx, scope: tuple[tuple[str, Type], ...] = ()) -> Term:
     raise AssertionError(e)
 
 
-def decode(t: Term, names: NameSupply, scope: tuple[str, ...] = ()) -> Expr:
-    """A term back to an expression; binders get fresh names."""
-    def go(x: Term, inner: tuple[str, ...] = scope) -> Expr:
-        return decode(x, names, inner)
+def decode(t: Term, names: NameSupply, scope: tuple[str, ...] = (),
+           spans: Mapping[Term, Span] | None = None, outer: tuple[Term, ...] = ()) -> Expr:
+    """A term back to an expression; binders get fresh names, and a unary operation the
+    span ``spans`` gives its closed term (``encode``)."""
+    def go(x: Term, inner: tuple[str, ...] = scope, binders: tuple[Term, ...] = outer
+           ) -> Expr:
+        return decode(x, names, inner, spans, binders)
 
     op, kids = t.op, t.children
     if isinstance(op, tuple):
@@ -155,7 +175,8 @@ def decode(t: Term, names: NameSupply, scope: tuple[str, ...] = ()) -> Expr:
             case "zero":
                 return Empty(op[1])
             case "unop":
-                return UnOp(op[1], go(kids[0]))
+                return UnOp(op[1], go(kids[0]),
+                            span=spans.get(_closed(t, outer)) if spans else None)
             case "array":
                 return ArrayLit(tuple(go(k) for k in kids))
             case "keep":
@@ -163,10 +184,12 @@ def decode(t: Term, names: NameSupply, scope: tuple[str, ...] = ()) -> Expr:
     match op:
         case "sum":
             k, v = names.fresh("k"), names.fresh("v")
-            return Sum(k, v, go(kids[0]), go(kids[1], (*scope, k, v)))
+            return Sum(k, v, go(kids[0]), go(kids[1], (*scope, k, v),
+                                              _bound(outer, "sum", kids[0]) if spans else ()))
         case "let":
             x = names.fresh("x")
-            return Let(x, go(kids[0]), go(kids[1], (*scope, x)))
+            return Let(x, go(kids[0]), go(kids[1], (*scope, x),
+                                          _bound(outer, "let", kids[0]) if spans else ()))
     binary: dict[str, Callable[[Expr, Expr], Expr]] = {
         "single": Single, "lookup": Lookup, "if": If, "add": Add, "mul": Mul, "eq": Eq,
         "range": Range}
@@ -179,6 +202,27 @@ def decode(t: Term, names: NameSupply, scope: tuple[str, ...] = ()) -> Expr:
     if op == "subarray":
         return SubArray(go(kids[0]), go(kids[1]), go(kids[2]))
     raise AssertionError(op)
+
+
+def _bound(outer: tuple[Term, ...], binder: str, over: Term) -> tuple[Term, ...]:
+    """``outer`` with the binders of a ``sum`` over ``over`` (its key, then its value) or
+    of a ``let`` of ``over``, each described by the closed term it ranges over."""
+    closed = _closed(over, outer)
+    if binder == "sum":
+        return (*outer, Term(("key of",), (closed,)), Term(("value of",), (closed,)))
+    return (*outer, Term(("let of",), (closed,)))
+
+
+def _closed(t: Term, outer: tuple[Term, ...], depth: int = 0) -> Term:
+    """``t`` with each index bound outside it replaced by its binder's description in
+    ``outer`` (innermost last): a key that tells apart the same term under different
+    binders, as ``log(v)`` in two sums over different vectors."""
+    op = t.op
+    if isinstance(op, tuple) and op[0] == "bvar":
+        return t if op[1] < depth else outer[len(outer) - 1 - (op[1] - depth)]
+    binds = {"sum": 2, "let": 1}.get(op if isinstance(op, str) else "", 0)
+    return Term(op, tuple(_closed(c, outer, depth + binds if binds and i == len(t.children) - 1
+                                  else depth) for i, c in enumerate(t.children)))
 
 
 # ---- the analysis: type and free indices -----------------------------------------------------
@@ -793,7 +837,8 @@ def optimize(e: Expr, ctx: Ctx, *, rules: list[str] | None = None,
     by name; by default all but ``OFF_BY_DEFAULT``), then extraction of the cheapest
     program under the cost model (never costlier than ``e``)."""
     g = new_egraph()
-    term = encode(e, ctx)
+    spans: dict[Term, Span] = {}
+    term = encode(e, ctx, spans=spans)
     root = g.add_term(term)
     chosen = [rw for name, (_, rw) in SATURATION_RULES.items()
               if (name not in OFF_BY_DEFAULT if rules is None else name in rules)]
@@ -802,7 +847,7 @@ def optimize(e: Expr, ctx: Ctx, *, rules: list[str] | None = None,
     report = run(g, chosen, iter_limit=iter_limit, node_limit=node_limit,
                  time_limit=time_limit)
     after, best = extract(g, root, cost)  # ≤ before: the input is in the root class
-    out = decode(best, NameSupply(names_in(e) | set(ctx)))
+    out = decode(best, NameSupply(names_in(e) | set(ctx)), spans=spans)
     elab, _ = typecheck(out, ctx)
     return Optimized(elab, report, before, after)
 
