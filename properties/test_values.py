@@ -9,6 +9,8 @@ the oracle's comparisons rest on them:
 * ``is_zero`` holds of a sympy expression that expands to zero, and not of one that
   does not.
 * ``has_type`` holds of a scalar for its own type only (a bool is no int, a real no int).
+* ``stored_zero`` finds no zero entry in a canonical value, and in a value with one
+  stored zero finds exactly its keys (the error for such data names where it is).
 * The interpreter refuses a range or sub-array of more than ``MAX_DENSE`` positions
   before building it, with an error that names the size.
 """
@@ -24,9 +26,19 @@ from properties.generators import values
 from sdqlite.errors import EvalError
 from sdqlite.parser import parse_expr
 from sdqlite.typecheck import typecheck
-from sdqlite.types import BOOL, INT, REAL, Type
+from sdqlite.types import BOOL, INT, REAL, DictT, Type
 from semantics.interp import MAX_DENSE, evaluate
-from semantics.values import Value, dense, has_type, is_zero, values_equal
+from semantics.values import (
+    FLOAT,
+    DenseArray,
+    Value,
+    dense,
+    has_type,
+    is_zero,
+    stored_zero,
+    values_equal,
+    zero_of,
+)
 
 fractions = st.fractions(max_denominator=10**6)
 
@@ -79,3 +91,54 @@ def test_a_dense_array_too_large_to_build_is_refused(lo: int, form: str) -> None
     e, _ = typecheck(parse_expr(form.format(lo=lo, hi=hi)), {})
     with pytest.raises(EvalError, match=f"{MAX_DENSE + 1} positions"):
         evaluate(e, {})
+
+
+@st.composite
+def with_a_stored_zero(draw: st.DrawFn) -> tuple[Type, Value, Value, tuple[int, ...]]:
+    """A canonical value of a type with a sparse layer, and the value with a zero stored
+    at the keys of one new entry of one of its dictionaries."""
+    scalars: list[Type] = [REAL, INT]
+    t = draw(st.sampled_from(scalars))
+    layers = draw(st.lists(st.booleans(), min_size=1, max_size=3).filter(
+        lambda ds: not all(ds)))  # dense or not, from the leaf up; one sparse at least
+    for d in layers:
+        t = DictT(t, dense=d)
+    v = draw(values(t))
+
+    def plant(x: Value, xt: Type) -> tuple[Value, tuple[int, ...]] | None:
+        """x with a zero planted in some dictionary of it (None: x has no dictionary)."""
+        if not isinstance(xt, DictT):
+            return None
+        if isinstance(x, DenseArray):
+            spots = [i for i, y in enumerate(x.items) if plant(y, xt.val) is not None]
+            if not spots:
+                return None
+            i = draw(st.sampled_from(spots))
+            done = plant(x.items[i], xt.val)
+            assert done is not None
+            items = list(x.items)
+            items[i] = done[0]
+            return dense(items, x.start), (x.start + i, *done[1])
+        assert isinstance(x, dict)
+        deeper = [k for k in x if plant(x[k], xt.val) is not None]
+        if draw(st.booleans()) and deeper:
+            k = draw(st.sampled_from(deeper))
+            done = plant(x[k], xt.val)
+            assert done is not None
+            return {**x, k: done[0]}, (k, *done[1])
+        k = draw(st.integers(0, 6).filter(lambda k: k not in x))
+        return {**x, k: zero_of(xt.val, FLOAT)}, (k,)
+
+    planted = plant(v, t)
+    assert planted is not None or isinstance(v, DenseArray)
+    if planted is None:  # a dense array with no dictionary inside: plant in a new one
+        return draw(with_a_stored_zero())
+    return t, v, planted[0], planted[1]
+
+
+@given(with_a_stored_zero())
+def test_stored_zero_finds_the_one_zero_entry_of_a_value(
+        case: tuple[Type, Value, Value, tuple[int, ...]]) -> None:
+    t, canonical, planted, keys = case
+    assert has_type(canonical, t) and stored_zero(canonical) is None
+    assert not has_type(planted, t) and stored_zero(planted) == keys

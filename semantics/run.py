@@ -12,7 +12,7 @@ from sdqlite.typecheck import Ctx, typecheck
 from sdqlite.types import Type
 from semantics.extents import check_extents
 from semantics.interp import evaluate
-from semantics.values import FLOAT, Field, Value, has_type, type_of
+from semantics.values import FLOAT, Field, Value, has_type, type_of, zero_entry_error
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ def context(program: Program, inputs: Mapping[str, Input]) -> Ctx:
             want = declared[name].type
             if not has_type(data.value, want) or (data.type is not None and data.type != want):
                 found = data.type or type_of(data.value)
+                if found == want and (zero := zero_entry_error(name, data.value)):
+                    raise DataError(zero, declared[name].span)
                 raise DataError(f"input {name} is declared {want} but its data is "
                                 f"{found if found is not None else 'of another type'}",
                                 declared[name].span)

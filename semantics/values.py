@@ -300,6 +300,32 @@ def has_type(v: Value, t: Type) -> bool:
             assert_never(t)
 
 
+def stored_zero(v: Value) -> tuple[int, ...] | None:
+    """The keys of an entry a dictionary in ``v`` stores as zero (which no canonical value
+    does), if there is one: for an error that says where."""
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if is_zero(x):
+                return (k,)
+            if (inner := stored_zero(x)) is not None:
+                return (k, *inner)
+    if isinstance(v, DenseArray):
+        for i, x in enumerate(v.items, v.start):
+            if (inner := stored_zero(x)) is not None:
+                return (i, *inner)
+    return None
+
+
+def zero_entry_error(name: str, v: Value) -> str | None:
+    """The message for input ``name`` whose data stores a zero entry, if it does."""
+    path = stored_zero(v)
+    if path is None:
+        return None
+    at = "".join(f"({k})" for k in path)
+    return (f"input {name} stores a zero at {name}{at}: a dictionary holds only its "
+            "nonzero entries (leave that entry out)")
+
+
 def type_of(v: Value) -> Type | None:
     """The type of a value when its data determine it (None for an empty dictionary)."""
     if isinstance(v, bool):
