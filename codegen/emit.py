@@ -283,8 +283,7 @@ class _Emitter:
                 code = "(-9223372036854775807 - 1)" if n == INT64_MIN else f"sdql::i64({n})"
                 return code, INT
             case RealConst(r):
-                text = repr(float(r))
-                text = text if any(c in text for c in ".e") else text + ".0"
+                text = repr(float(r))  # always with "." or "e": a double literal
                 return (f"({text})" if text.startswith("-") else text), REAL
             case BoolConst(b):
                 return ("true" if b else "false"), BOOL
