@@ -1,0 +1,360 @@
+"""Laws of the C++ backend's boundary with the machine: building (``codegen/build.py``)
+and calling (``codegen/native.py``), DESIGN.md "Build and load".
+
+1. *The object cache is a function of what an object depends on*: a source built twice
+   is compiled once and loaded from the cache after; a different source, other flags
+   or another compiler is another object; the cache keeps the exact source it compiled;
+   the object does what the source says.  Two builds of one source at once (threads or
+   processes) compile it once: the second waits for the first and loads its object.
+2. *The compiler's identity holds the target exactly when the flags ask for the
+   machine's own* (``-march=native``/``-mtune=native``): an object built for this
+   machine's target is not taken for one built for another.
+3. *A compiler failure is a BuildError that shows what the compiler said and leaves
+   nothing behind*: the generated file's path, the compiler's first 12 non-blank lines
+   in order (``...`` when it said more), the exit status when it said nothing, and no
+   object, half-written or whole, in the cache; the next build with a working compiler
+   succeeds.  A missing Boost names the Debian package.
+4. *Where the cache is comes from the environment, in a stated order*
+   (``SDQLITE_CACHE``, else ``XDG_CACHE_HOME/sdqlite``, else ``~/.cache/sdqlite``), and
+   an error names the variable and the path it could not create (the cache itself
+   when the system names none), each shortened to 80 characters.
+5. *A kernel's failure status reads as the interpreter's error*: a unary operation's
+   domain or range failure is the interpreter's own message at the kernel's span (no
+   span for a status that names none); overflow, memory and out-of-size writes have
+   their own messages; a buffer handed back is copied, element for element.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import sdqlite
+from codegen import build as B
+from codegen import native as N
+from sdqlite.errors import BuildError, CodegenError, EvalError
+from sdqlite.ops import UNARY_OPS
+from semantics.interp import unop
+
+EXAMPLES = min(20, settings().max_examples)  # each example runs the compiler
+
+
+@contextmanager
+def environment(**values: str | None) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    try:
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextmanager
+def fresh_cache() -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="sdqlite-build-"))
+    try:
+        with environment(SDQLITE_CACHE=str(root)):
+            yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def c_source(value: int, note: str) -> str:
+    """A translation unit whose one function returns ``value``."""
+    return f'extern "C" long long f() {{ return {value}LL; }}\n// {note}\n'
+
+
+def call_f(built: B.Built) -> int:
+    f = built.library.f
+    f.restype = ctypes.c_longlong
+    return int(f())
+
+
+notes = st.text(st.characters(codec="ascii", categories=("L", "N")), max_size=12)
+values = st.integers(-(2**62), 2**62)
+
+
+# ---- 1. the cache -----------------------------------------------------------------------
+
+
+@settings(max_examples=EXAMPLES)
+@given(values, values, notes, st.sampled_from(["-O0", "-O1"]))
+def test_the_cache_is_a_function_of_source_flags_and_compiler(
+        a: int, b: int, note: str, flags: str) -> None:
+    other = "-O1" if flags == "-O0" else "-O0"
+    with fresh_cache() as top, environment(SDQLITE_CXXFLAGS=flags, CXX=None):
+        root = top / "not" / "yet"  # made, with its parents, by the first build
+        os.environ["SDQLITE_CACHE"] = str(root)
+        first = B.build(c_source(a, note))
+        assert not first.cached and call_f(first) == a
+        assert first.source.read_text() == c_source(a, note) and first.path.parent == root
+        again = B.build(c_source(a, note))
+        assert again.cached and again.path == first.path and call_f(again) == a
+        changed = B.build(c_source(b, note + "x"))  # another source: another object
+        assert not changed.cached and changed.path != first.path and call_f(changed) == b
+        with environment(SDQLITE_CXXFLAGS=other):  # other flags: another object
+            flagged = B.build(c_source(a, note))
+            assert not flagged.cached and flagged.path != first.path
+        compiler = root / "other-compiler"  # another compiler: another object
+        compiler.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo other; fi\n'
+                            f'exec {B.compiler()} "$@"\n')
+        compiler.chmod(0o755)
+        with environment(CXX=str(compiler)):
+            moved = B.build(c_source(a, note))
+            assert not moved.cached and moved.path != first.path and call_f(moved) == a
+        # every object is whole and loadable, and nothing but sources, objects and locks
+        assert {p.suffix for p in root.iterdir()} <= {".cpp", ".so", ".lock", ""}
+
+
+@settings(max_examples=min(3, settings().max_examples))
+@given(values)
+def test_two_builds_at_once_compile_once(value: int) -> None:
+    with fresh_cache() as root, environment(SDQLITE_CXXFLAGS="-O0"):
+        log = root / "compilations"
+        slow = root / "slow-cxx"  # logs each compilation and takes its time over it
+        slow.write_text(f'#!/bin/sh\ncase "$*" in *" -o "*) echo x >> {log}; sleep 0.3;; '
+                        f'esac\nexec {B.compiler()} "$@"\n')
+        slow.chmod(0o755)
+        source = c_source(value, "at once")
+        with environment(CXX=str(slow)), ThreadPoolExecutor(2) as pool:
+            built = list(pool.map(lambda _: B.build(source), range(2)))
+        assert log.read_text() == "x\n"  # one compilation
+        assert built[0].path == built[1].path and [call_f(b) for b in built] == [value] * 2
+
+
+# ---- 2. the compiler's identity ---------------------------------------------------------
+
+OPTIONS = ["-O0", "-O2", "-g", "-march=native", "-mtune=native", "-march=x86-64",
+           "-DNATIVE=-march=native"]
+
+
+@settings(max_examples=min(30, settings().max_examples))
+@given(st.lists(st.sampled_from(OPTIONS), max_size=3, unique=True))
+@example(["-march=native"]).via("each option that names the machine alone")
+@example(["-mtune=native"]).via("each option that names the machine alone")
+def test_the_identity_holds_the_target_exactly_for_native_builds(opts: list[str]) -> None:
+    cxx = B.compiler()
+    version = B._identity(cxx, ())
+    identity = B._identity(cxx, tuple(opts))
+    native = any(o in ("-march=native", "-mtune=native") for o in opts)
+    assert identity.startswith(version) and version
+    assert (len(identity) > len(version)) == native
+    if native:
+        assert "-march=" in identity[len(version):]  # what the compiler says about targets
+
+
+# ---- 3. a compiler failure -----------------------------------------------------------------
+
+# what a compiler prints: printable lines (sh's echo reads backslashes, the quote ends it)
+lines = st.text(st.characters(min_codepoint=32, max_codepoint=126, exclude_characters="'\\"),
+                max_size=30)
+
+
+@settings(max_examples=min(60, settings().max_examples))
+@given(st.lists(lines, max_size=20), st.integers(0, 3), st.booleans())
+@example(["x"] * 12, 1, False).via("twelve lines are all shown")
+@example(["x"] * 13, 1, False).via("the thirteenth is left off")
+@example(["", " ", "err"], 2, True).via("blank lines are not counted")
+@example([], 0, False).via("a compiler that succeeds writing nothing")
+@example([], 4, True).via("a compiler that fails silently, leaving a partial object")
+@example(["fatal error: boost/unordered/unordered_flat_map.hpp: No such file"], 1, False)
+def test_a_compiler_failure_shows_what_it_said_and_leaves_nothing(
+        said: list[str], status: int, partial: bool) -> None:
+    with fresh_cache() as root:
+        fake = root / "fake-cxx"  # a compiler that says `said` and exits with `status`
+        printed = "".join(f"echo '{ln}' >&2\n" for ln in said)
+        # the object is written to the last argument; a partial one when asked
+        touch = 'for a; do out="$a"; done\necho partial > "$out"\n' if partial else ""
+        fake.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && exit 0\n{printed}{touch}"
+                        f"exit {status}\n")
+        fake.chmod(0o755)
+        source = c_source(len(said), f"status {status}")
+        if status == 0 and partial:  # "succeeds" with an object that is no object
+            with environment(CXX=str(fake)), pytest.raises(BuildError,
+                                                           match=r"^cannot load .*\.so"):
+                B.build(source)
+            return
+        with environment(CXX=str(fake)), pytest.raises(BuildError) as caught:
+            B.build(source)
+        message = caught.value.message
+        assert not list(root.glob("*.so*"))  # no object, whole or half-written
+        shown = [ln for ln in said if ln.strip()]
+        if any("boost/unordered/unordered_flat_map.hpp" in ln for ln in said):
+            assert B.HEADER_PACKAGE in message and "apt-get install" in message
+        else:
+            head, _, body = message.partition(":\n")
+            cpp = head.removeprefix("the C++ compiler failed on the generated file ")
+            assert cpp != head and Path(cpp).read_text() == source
+            if shown:
+                assert body.split("\n") == shown[:12] + (["..."] if len(shown) > 12 else [])
+            elif status:
+                assert body == f"{fake} exited with status {status}, printing nothing"
+            else:
+                assert body == f"{fake} wrote no shared object, printing nothing"
+        with environment(CXX=None, SDQLITE_CXXFLAGS="-O0"):  # nothing in the way after
+            assert call_f(B.build(source)) == len(said)
+
+
+@given(st.text(st.characters(codec="ascii", categories=("L", "N")), min_size=1, max_size=100))
+def test_a_missing_compiler_says_how_to_install_one(name: str) -> None:
+    cxx = "no-such-cxx-" + name
+    with environment(CXX=cxx), pytest.raises(BuildError) as caught:
+        B.build(c_source(0, name))
+    assert caught.value.message == (f"no C++ compiler: {B._shown(cxx)!r} was not found (on "
+                                    f"Debian: sudo apt-get install g++ {B.HEADER_PACKAGE})")
+
+
+# ---- 4. where the cache is ---------------------------------------------------------------
+
+paths = st.text(st.characters(codec="ascii", categories=("L", "N")), min_size=1,
+                max_size=120).map(lambda s: "/tmp/" + s)
+
+
+@given(st.one_of(st.none(), st.just(""), paths), st.one_of(st.none(), st.just(""), paths))
+def test_the_cache_directory_comes_from_the_environment_in_order(
+        cache: str | None, xdg: str | None) -> None:
+    with environment(SDQLITE_CACHE=cache, XDG_CACHE_HOME=xdg):
+        where, origin = B.cache_dir()
+    if cache:
+        assert where == Path(cache) and origin == f"SDQLITE_CACHE={B._shown(cache)}"
+    elif xdg:
+        assert where == Path(xdg) / "sdqlite" and origin == f"XDG_CACHE_HOME={B._shown(xdg)}"
+    else:
+        assert where == Path.home() / ".cache" / "sdqlite" and str(where) in origin
+
+
+@given(st.text(max_size=200))
+@example("a" * 80).via("80 characters are shown whole")
+@example("a" * 81).via("81 are shortened")
+def test_a_shown_path_is_at_most_80_characters_and_keeps_both_ends(text: str) -> None:
+    shown = B._shown(text)
+    if len(text) <= 80:
+        assert shown == text
+    else:
+        assert len(shown) == 83 and shown == text[:40] + "..." + text[-40:]
+
+
+@settings(max_examples=min(20, settings().max_examples))
+@given(st.integers(0, 3), st.integers(1, 300))
+def test_a_cache_that_cannot_hold_files_is_an_error_naming_where_it_came_from(
+        depth: int, length: int) -> None:
+    top = Path(tempfile.mkdtemp(prefix="sdqlite-cache-"))
+    try:
+        (top / "afile").write_text("")
+        cache = top / "afile" / Path(*(["d"] * depth)) / ("n" * length)
+        with environment(SDQLITE_CACHE=str(cache), SDQLITE_CXXFLAGS="-O0"), \
+                pytest.raises(BuildError) as caught:
+            B.build(c_source(depth, "unwritable"))
+        message = caught.value.message
+        shown = B._shown(str(cache))
+        assert message.startswith(f"SDQLITE_CACHE={shown}: cannot create {shown}: ")
+        assert message.endswith(("Not a directory", "File name too long"))
+    finally:
+        shutil.rmtree(top)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc")
+def test_a_cache_that_takes_no_new_files_names_the_file_it_could_not_create() -> None:
+    with environment(SDQLITE_CACHE="/proc", SDQLITE_CXXFLAGS="-O0"), \
+            pytest.raises(BuildError) as caught:
+        B.build(c_source(7, "in /proc"))
+    assert re.fullmatch(r"SDQLITE_CACHE=/proc: cannot create /proc/[0-9a-f]+\.lock: No such "
+                        r"file or directory", caught.value.message)
+
+
+def test_a_cache_that_fails_without_naming_a_file_is_named_itself(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_locks(*_: object) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(B.fcntl, "flock", no_locks)
+    with fresh_cache() as root, environment(SDQLITE_CXXFLAGS="-O0"), \
+            pytest.raises(BuildError) as caught:
+        B.build(c_source(8, "no locks"))
+    assert caught.value.message == (f"SDQLITE_CACHE={root}: cannot create {root}: "
+                                    f"{os.strerror(errno.ENOLCK)}")
+
+
+# ---- 5. a kernel's failure status ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def native() -> Iterator[N.Native]:
+    """A built kernel with two spans (log and sqrt)."""
+    with fresh_cache(), environment(SDQLITE_CXXFLAGS="-O0"):
+        compiled = sdqlite.compile("x : real\nlog(x) + sqrt(x)")
+        spec = compiled.specialize(compiled.read({"x": 1.0}))
+        assert spec.native is not None and len(spec.kernel.spans) == 2
+        yield spec.native
+
+
+OPS = list(UNARY_OPS)
+CODES = [N.DOMAIN, N.RANGE, N.REAL_OVERFLOW, N.INT_OVERFLOW, N.NO_MEMORY, N.OUTSIDE, 0, 6]
+reals = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300)
+
+
+@given(st.sampled_from(CODES), st.integers(0, len(OPS) - 1), st.integers(-3, 4), reals,
+       st.binary(max_size=40).filter(lambda b: b"\0" not in b))
+@example(N.DOMAIN, OPS.index("log"), 0, -1.0, b"").via("log(-1) at the first span")
+@example(N.DOMAIN, OPS.index("log"), 2, -1.0, b"").via("a span past the last")
+@example(N.DOMAIN, OPS.index("log"), -1, -1.0, b"").via("no span")
+@example(N.RANGE, OPS.index("exp"), 1, 1000.0, b"").via("exp(1000) at the second span")
+@example(N.RANGE, OPS.index("exp"), 1, 1.0, b"").via("a finite result the C++ refused")
+def test_a_failure_status_reads_as_the_interpreters_error(
+        native: N.Native, code: int, op: int, span: int, value: float, text: bytes) -> None:
+    status = N.Status(code, op, span, value, text)
+    err = native.failure(status)
+    at = native.kernel.spans[span] if 0 <= span < len(native.kernel.spans) else None
+    if code in (N.DOMAIN, N.RANGE):
+        try:
+            unop(OPS[op], value, at)
+        except EvalError as expected:
+            assert type(err) is EvalError and err.message == expected.message
+            assert err.span == at
+        else:
+            assert type(err) is EvalError and err.span == at
+            assert err.message.startswith(f"{OPS[op]}({value}): the compiled code found no")
+        return
+    wanted = {N.REAL_OVERFLOW: (EvalError, "real overflow"),
+              N.INT_OVERFLOW: (EvalError, "integer overflow"),
+              N.NO_MEMORY: (EvalError, "out of memory"),
+              N.OUTSIDE: (CodegenError, f"the compiled code wrote key {int(value)} outside")}
+    kind, start = wanted.get(code, (CodegenError, "the compiled code failed: "
+                                    + text.decode(errors="replace")))
+    assert type(err) is kind and err.message.startswith(start)
+    assert isinstance(err, CodegenError) == (code not in (N.REAL_OVERFLOW, N.INT_OVERFLOW,
+                                                          N.NO_MEMORY))
+
+
+@given(st.sampled_from([np.int64, np.float64]), st.integers(0, 50), st.integers(0, 2**31))
+def test_a_buffer_handed_back_is_copied_element_for_element(
+        dtype: type, n: int, seed: int) -> None:
+    data: Any = np.random.default_rng(seed).integers(-1000, 1000, size=n).astype(dtype)
+    copied = N._copy(data.ctypes.data if n else None, n, dtype)
+    assert copied.dtype == dtype and copied.shape == (n,) and np.array_equal(copied, data)
+    if n:
+        data[0] += 1  # a copy, not a view of memory the kernel will free
+        assert copied[0] != data[0]
+    assert N._copy(data.ctypes.data, 0, dtype).shape == (0,)
