@@ -13,6 +13,10 @@ the oracle's comparisons rest on them:
   stored zero finds exactly its keys (the error for such data names where it is).
 * The interpreter refuses a range or sub-array of more than ``MAX_DENSE`` positions
   before building it, with an error that names the size.
+* ``evaluate`` called directly with data that do not fit their types (its callers
+  check data first) still fails cleanly: a key or bound that is not an int (a bool, a
+  real) is an EvalError naming what it is, and a result holding a number that is not
+  finite (inf or nan passed through) is a real overflow, never returned.
 """
 
 from fractions import Fraction
@@ -142,3 +146,30 @@ def test_stored_zero_finds_the_one_zero_entry_of_a_value(
     t, canonical, planted, keys = case
     assert has_type(canonical, t) and stored_zero(canonical) is None
     assert not has_type(planted, t) and stored_zero(planted) == keys
+
+
+INT_PLACES = {  # a program with an int in each place an int is needed: what the error names
+    "{n -> 1.0}": "a dictionary key", "V(n)": "a lookup key", "(n:3)": "a range start",
+    "(0:n)": "a range end", "A(n:3)": "a sub-array start", "A(0:n)": "a sub-array end"}
+
+
+@given(st.sampled_from(sorted(INT_PLACES)), st.sampled_from([True, False, 1.0, 2.5,
+                                                            Fraction(1, 2)]))
+def test_evaluate_refuses_a_key_or_bound_that_is_not_an_int(source: str, bad: Value) -> None:
+    ctx: dict[str, Type] = {"n": INT, "V": DictT(REAL), "A": DictT(REAL, dense=True)}
+    e = typecheck(parse_expr(source), ctx)[0]
+    env = {"n": bad, "V": {1: 2.0}, "A": dense([1.0, 2.0])}
+    with pytest.raises(EvalError, match=f"^{INT_PLACES[source]} must be an int, found "):
+        evaluate(e, env)
+    assert evaluate(e, {**env, "n": 1}) is not None  # an int in its place is fine
+
+
+@given(st.sampled_from([float("inf"), float("-inf"), float("nan")]),
+       st.sampled_from(["x", "V", "W"]))
+def test_evaluate_never_returns_a_number_that_is_not_finite(bad: float, name: str) -> None:
+    ctx: dict[str, Type] = {"x": REAL, "V": DictT(REAL), "W": DictT(DictT(REAL, dense=True))}
+    env: dict[str, Value] = {"x": bad, "V": {0: 1.0, 3: bad},
+                             "W": {2: dense([1.0, bad])}}
+    with pytest.raises(EvalError, match=r"^real overflow: the result holds a number that is "
+                                        r"not finite"):
+        evaluate(typecheck(parse_expr(name), ctx)[0], env)
