@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import re
 import shutil
@@ -289,7 +290,7 @@ def test_a_cache_that_fails_without_naming_a_file_is_named_itself(
     def no_locks(*_: object) -> None:
         raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
 
-    monkeypatch.setattr(B.fcntl, "flock", no_locks)
+    monkeypatch.setattr(fcntl, "flock", no_locks)  # as codegen/build.py calls it
     with fresh_cache() as root, environment(SDQLITE_CXXFLAGS="-O0"), \
             pytest.raises(BuildError) as caught:
         B.build(c_source(8, "no locks"))

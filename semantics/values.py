@@ -251,7 +251,6 @@ class Field:
 
     name: str
     zero: Scalar
-    one: Scalar
 
     def literal(self, r: float) -> Scalar:
         """A real literal in this field; rational fields read its shortest decimal text."""
@@ -265,14 +264,14 @@ class Field:
         return sympy.Rational(q.numerator, q.denominator)
 
 
-FLOAT = Field("float", 0.0, 1.0)
-FRACTION = Field("fraction", Fraction(0), Fraction(1))
+FLOAT = Field("float", 0.0)
+FRACTION = Field("fraction", Fraction(0))
 
 
 def sympy_field() -> Field:
     import sympy
 
-    return Field("sympy", sympy.Integer(0), sympy.Integer(1))
+    return Field("sympy", sympy.Integer(0))
 
 
 # ---- typing of values ---------------------------------------------------------------
