@@ -89,9 +89,7 @@ def onehot(t: Type, x: Expr, fresh: Callable[[str], str], span: Span | None = No
         leaf, n = leaf.val, n + 1
     if not isinstance(leaf, RealT):
         raise ParseError(f"onehot[{t}] is not defined: onehot needs a real tensor type", span)
-    if n == 0:
-        return RealConst(1.0)
-    keys = [fresh("i") for _ in range(n)]
+    keys = [fresh("i") for _ in range(n)]  # none for onehot[real] x: the diagonal is 1
     diagonal: Expr = RealConst(1.0)
     for i in reversed(keys):
         diagonal = Single(Var(i), diagonal)
