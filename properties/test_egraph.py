@@ -13,7 +13,12 @@
 * Limits are honoured: the iteration limit exactly; the node limit inside an iteration
   (overshoot at most one right side); the time limit inside an iteration (a fake clock).
 * The e-class analysis (here: the set of variables below a class) is a join: the value
-  of a class is the same however the unions that made it happened.
+  of a class is the same however the unions that made it happened; and after ``rebuild``
+  it is a fixpoint: every class's value is the join of ``make`` over its nodes (a
+  union deep in a term reaches every ancestor, however many levels up).
+* The back-off schedule is egg's: a rule with more than ``match_limit · 2^b`` matches in
+  an iteration (b its bans so far) is refused and banned for ``ban_length · 2^b``
+  iterations, running again at the iteration the ban ends.
 """
 
 from collections.abc import Iterator
@@ -22,6 +27,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from sdqlite.egraph import (
+    BackoffScheduler,
     EGraph,
     ENode,
     Extractor,
@@ -215,3 +221,44 @@ def test_analysis_does_not_depend_on_union_order(ts: list[Term], order: list[int
     assert build(list(order)) == first
     every = frozenset().union(*(VarsBelow().make(EGraph(), ENode(v)) for v in VARS))
     assert all(v <= every for v in first.values())
+
+
+@given(st.lists(terms, min_size=1, max_size=4),
+       st.lists(st.tuples(st.integers(0, 99), st.integers(0, 99)), min_size=1, max_size=4),
+       st.booleans())
+@example([Term("+", (Term("+", (Term("+", (Term("0"), Term("1"))), Term("1"))), Term("1")))],
+         [(4, 7)], False).via("a variable-free leaf made equal to b, three levels down")
+def test_the_analysis_is_a_fixpoint_after_rebuild(ts: list[Term], unions: list[tuple[int, int]],
+                                                  each: bool) -> None:
+    g: EGraph[frozenset[str]] = EGraph(VarsBelow())
+    ids = [g.add_term(s) for t in ts for s in subterms(t)]
+    g.add_term(Term("a"))
+    ids.append(g.add_term(Term("b")))  # unions may bring variables into variable-free terms
+    for i, j in unions:
+        g.union(ids[i % len(ids)], ids[j % len(ids)])
+        if each:
+            g.rebuild()
+    g.rebuild()
+    for cid in g.class_ids():
+        joined: frozenset[str] = frozenset()
+        for node in g.nodes(cid):
+            joined |= VarsBelow().make(g, node)
+        assert g.data(cid) == joined
+
+
+@given(st.lists(st.integers(0, 40), max_size=40), st.integers(1, 10), st.integers(1, 4))
+@example([11, 0, 0], 10, 2).via("a ban of 2 from iteration 0: the rule runs again at 2")
+def test_the_back_off_schedule_is_eggs(matches: list[int], limit: int, length: int) -> None:
+    s = BackoffScheduler(match_limit=limit, ban_length=length)
+    bans, until = 0, 0  # the model: egg's scheduler as its documentation states it
+    for iteration, m in enumerate(matches):
+        runs = iteration >= until
+        assert s.can_run("r", iteration) == runs
+        if not runs:
+            continue
+        refused = m > limit * 2**bans
+        assert s.accept("r", iteration, m) == (not refused)
+        if refused:
+            until = iteration + length * 2**bans
+            bans += 1
+        assert s.can_run("other", iteration)  # a ban is the rule's own
