@@ -11,6 +11,8 @@
   subterms made metavariables, equal subterms the same one, its binders renamed) matches
   the program, binds each metavariable to what it replaced, and instantiates back to the
   program; matched against another program, it instantiates back to that program.
+  A pattern's literal array matches, element by element, exactly the arrays of its
+  length whose elements its own match.
 """
 
 from collections import Counter
@@ -254,3 +256,22 @@ def _another_constant(e: Expr) -> Expr:
         return map_children(x, go)
 
     return go(e)
+
+
+@given(st.lists(st.one_of(st.none(), st.sampled_from([0.5, 1.0, 2.0])), min_size=1,
+                max_size=3),
+       st.lists(st.sampled_from([0.5, 1.0, 2.0]), min_size=1, max_size=3))
+def test_a_pattern_array_matches_element_by_element(pattern: list[float | None],
+                                                    array: list[float]) -> None:
+    metavars = tuple(f"e{i}" for i, p in enumerate(pattern) if p is None)
+    text = "[" + ", ".join(f"e{i}" if p is None else str(p) for i, p in enumerate(pattern)) + "]"
+    rule = Rule("array", "a literal array", "properties", text, text, metavars)
+    e, _ = typecheck(parse_expr("[" + ", ".join(map(str, array)) + "]"), {})
+    m = rule.match(e, {}, check=False)
+    same = len(pattern) == len(array) and all(p is None or p == a
+                                              for p, a in zip(pattern, array, strict=False))
+    assert (m is not None) == same
+    if m is not None:
+        assert {x: show(v) for x, v in m.exprs.items()} == {
+            f"e{i}": str(a) for i, (p, a) in enumerate(zip(pattern, array, strict=True))
+            if p is None}
