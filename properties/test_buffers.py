@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 import scipy.sparse
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -28,6 +29,7 @@ from hypothesis.extra import numpy as hnp
 
 from codegen import data as D
 from properties.generators import values
+from sdqlite.errors import DataError
 from sdqlite.types import BOOL, INT, REAL, DictT, Type, scalar_of
 from semantics import convert
 from semantics.values import DenseArray, Value, dense
@@ -151,6 +153,8 @@ def test_from_numpy_is_the_encoding_of_the_array_and_to_numpy_reads_it_back(a: A
 
 
 @given(typed_values())
+@example((DictT(DictT(REAL, dense=True), dense=True),
+          dense([dense([1.0]), dense([2.0, 3.0]), dense([])]))).via("ragged, from 0")
 def test_to_numpy_reads_exactly_the_rectangular_arrays_from_0(case: tuple[Type, Value]
                                                                ) -> None:
     t, v = case
@@ -177,6 +181,16 @@ def test_to_numpy_reads_exactly_the_rectangular_arrays_from_0(case: tuple[Type, 
             assert arr.dtype == D.leaf_dtype(t) and arr.tolist() == nested(v)
 
 
+@given(hnp.arrays(np.float64, shapes, elements=st.just(1.0)), types())
+def test_from_numpy_refuses_a_type_of_other_layers(a: Any, t: Type) -> None:
+    ls = D.layers(t)
+    if a.ndim == len(ls) and all(layer.dense for layer in ls):
+        assert len(D.from_numpy(a, t)) == 2 * a.ndim + 1
+    else:
+        with pytest.raises(DataError, match=f"^a {a.ndim}-d array is not a value of type "):
+            D.from_numpy(a, t)
+
+
 @st.composite
 def sparse_matrices(draw: st.DrawFn) -> Any:
     rows, cols = draw(st.integers(0, 5)), draw(st.integers(0, 5))
@@ -187,7 +201,11 @@ def sparse_matrices(draw: st.DrawFn) -> Any:
     m = scipy.sparse.coo_array((np.array(x), (np.array(i, dtype=np.int64),
                                               np.array(j, dtype=np.int64))),
                                shape=(rows, cols))  # duplicates and explicit zeros kept
-    return draw(st.sampled_from([m, m.tocsr(), m.tocsc(), m.astype(np.int64).tocsr()]))
+    # and a CSR matrix as given, its rows' entries out of order and repeated
+    raw = scipy.sparse.csr_array((np.array(x), np.array(j, dtype=np.int64),
+                                  np.searchsorted(np.sort(i), np.arange(rows + 1))),
+                                 shape=(rows, cols)) if n else m.tocsr()
+    return draw(st.sampled_from([m, m.tocsr(), m.tocsc(), m.astype(np.int64).tocsr(), raw]))
 
 
 @given(sparse_matrices())
