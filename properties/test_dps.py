@@ -10,12 +10,28 @@ stored inside dictionaries the two agree pointwise (``inner_extents_forgotten``:
 all-zero array entry is dropped with its extent); everywhere else exactly.  The
 statements' expressions are pure (no ``sum``/``let``), so the emitter can print each as
 one C++ expression.
+
+With DPS, loops around singletons, sums of them, conditionals and zeros build nothing
+on the way (the paper's blue listing): no accumulator is declared, no entry is entered
+by reference (the destination's path grows instead: ``res[i][j] += a``), what is
+added at a path is a number, and adding a zero emits no statement.
 """
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from codegen.dps import Loop, Lowered, Stmt, When, lower
+from codegen.dps import (
+    AddInto,
+    Decl,
+    Enter,
+    Loop,
+    Lowered,
+    MulAddInto,
+    Prune,
+    Stmt,
+    When,
+    lower,
+)
 from codegen.execute import execute
 from properties.generators import (
     PHYSICAL,
@@ -27,7 +43,20 @@ from properties.generators import (
     gen,
     programs_with_env,
 )
-from sdqlite.ast import Add, Eq, Expr, If, IntConst, Let, Mul, Single, Sum, Var, subterms
+from sdqlite.ast import (
+    Add,
+    Empty,
+    Eq,
+    Expr,
+    If,
+    IntConst,
+    Let,
+    Mul,
+    Single,
+    Sum,
+    Var,
+    subterms,
+)
 from sdqlite.typecheck import typecheck
 from sdqlite.types import INT, REAL, DictT, Type
 from semantics.interp import evaluate
@@ -53,20 +82,30 @@ def _pure(low: Lowered) -> bool:
 @st.composite
 def keyed_sums(draw: Draw) -> Generated:
     """One or two loops (over M and its rows, or V) around nested singletons, sums of
-    them and conditionals, keyed by the binders or constants: what DPS turns into adds
-    at keyed paths (``res[i][j] += a``), which random programs seldom have."""
+    them, conditionals and zeros, keyed by the binders or constants: what DPS turns into
+    adds at keyed paths (``res[i][j] += a``), which random programs seldom have."""
     names = Names()
 
     def body(scope: dict[str, Type], keys: list[Expr], depth: int, budget: int) -> Expr:
         key = draw(st.sampled_from([*keys, IntConst(draw(st.integers(0, 2)))]))
-        if depth == 0:  # leaves and products of them: exact, as unary operations are not
+        if depth == 0:  # leaves and products of them (exact, as unary operations are
+            # not), the right factor perhaps a conditional: if k == c then leaf
             leaf = gen(draw, scope, REAL, 0, names, PHYSICAL)
-            return Mul(leaf, gen(draw, scope, REAL, 0, names, PHYSICAL)) if draw(
-                st.booleans()) else leaf
-        match draw(st.sampled_from(["single", "single", "add", "if"]) if budget else
+            if not draw(st.booleans()):
+                return leaf
+            right = gen(draw, scope, REAL, 0, names, PHYSICAL)
+            if draw(st.booleans()):
+                right = If(Eq(key, IntConst(draw(st.integers(0, 2)))), right)
+            return Mul(leaf, right)
+        match draw(st.sampled_from(["single", "single", "add", "if", "zero"]) if budget else
                    st.just("single")):
             case "single":
                 return Single(key, body(scope, keys, depth - 1, budget))
+            case "zero":
+                t: Type = REAL
+                for _ in range(depth):
+                    t = DictT(t)
+                return Empty(t)
             case "add":
                 return Add(body(scope, keys, depth, budget - 1),
                            body(scope, keys, depth, budget - 1))
@@ -101,3 +140,25 @@ def test_lowered_statements_add_the_programs_value(case: tuple[Generated, dict[s
     got = execute(low, env, FRACTION)
     assert inner_extents_forgotten(got) == inner_extents_forgotten(want)
 
+
+
+def _statements(stmts: tuple[Stmt, ...] | list[Stmt]) -> list[Stmt]:
+    out: list[Stmt] = []
+    for st_ in stmts:
+        out.append(st_)
+        if isinstance(st_, Loop | When):
+            out += _statements(st_.body)
+    return out
+
+
+@given(keyed_sums())
+def test_dps_builds_nothing_on_the_way_to_the_destination(g: Generated) -> None:
+    elab, t = typecheck(g.expr, g.ctx)
+    stmts = _statements(lower(elab, g.ctx, t, dps=True).body)
+    assert not [s for s in stmts if isinstance(s, Decl | Enter)]
+    assert not [s for s in stmts if isinstance(s, AddInto) and isinstance(s.value, Empty)]
+    assert all(isinstance(s, Loop | When | AddInto | MulAddInto | Prune) for s in stmts)
+    # what is added at a path is a number: no singleton, sum or addition built to add it
+    assert all(s.type == REAL for s in stmts if isinstance(s, AddInto))
+    assert all((s.left_type, s.right_type) == (REAL, REAL) for s in stmts
+               if isinstance(s, MulAddInto))
