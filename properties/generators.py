@@ -670,8 +670,8 @@ def lookup_shapes(draw: Draw) -> Generated:
 
     P, Q and R paths (``V``, ``M``, ``M(c)``, ``M(x)``, a row bound before), the
     one-hot sometimes written in place of ``d``, i and j ints in scope; b strict in v2
-    or not, sometimes a sum whose binders are pool names too (``_entry`` must not let
-    them capture the key or the entry it substitutes)."""
+    or not, sometimes a sum or a let whose binders are pool names too (``_entry`` must not
+    let them capture the key or the entry it substitutes)."""
     names = Names()
     ctx = dict(SHAPE_CTX)
     pools = {"k": ["i", "j"], "v": ["r", "M", "V", "i", "w"], "d": ["d", "M", "V", "i"]}
@@ -718,7 +718,8 @@ def lookup_shapes(draw: Draw) -> Generated:
         vb = name("v", (k2, v2, kb), rbt.val)
         b = draw(st.sampled_from([
             Mul(read, real(inner)), Add(real(inner), RealConst(1.0)),
-            Sum(kb, vb, rb, Mul(read, real(_bind(inner, **{kb: INT, vb: rbt.val}))))]))
+            Sum(kb, vb, rb, Mul(read, real(_bind(inner, **{kb: INT, vb: rbt.val})))),
+            Let(kb, real(inner), Mul(read, Var(kb)))]))  # a let named as a key, too
         return Sum(k2, v2, q, Single(Var(k2), b))
 
     p, pt = path(ctx)
@@ -766,12 +767,12 @@ def lookup_family() -> Iterator[str]:
 
     names from {i, j, r, w}; P = M or V; Q = P, M(k1) or M(0); R = Q, M(k1) or P; the
     one-hot in place of d or let-bound; key = k1 or k3; b strict in a, not strict, or a
-    sum binding i around a (which ``_entry`` must not let capture the key)."""
+    sum or a let binding i around a (which ``_entry`` must not let capture the key)."""
     seen = set()
     for k1, v1, p, q, let, wrap, r, k3, v3, key, b in itertools.product(
             ["i", "j"], ["r", "i"], ["M", "V"], ["{p}", "M({k1})", "M(0)"], [True, False],
             [False, True], ["{q}", "M({k1})", "{p}"], ["i", "j"], ["w", "i"],
-            ["{k1}", "{k3}"], ["a * 1.5", "s + 1.0", "sum(<i, x> in V) x * a"]):
+            ["{k1}", "{k3}"], ["a * 1.5", "s + 1.0", "sum(<i, x> in V) x * a", "let i = 2.0 in a * i"]):
         if v1 == k1 or v3 == k3 or (not wrap and key == "{k3}"):
             continue
         dom = str(q).format(p=p, k1=k1)
