@@ -186,18 +186,20 @@ def test_a_compiler_failure_shows_what_it_said_and_leaves_nothing(
     with fresh_cache() as root:
         fake = root / "fake-cxx"  # a compiler that says `said` and exits with `status`
         printed = "".join(f"echo '{ln}' >&2\n" for ln in said)
-        # the object is written to the last argument; a partial one when asked
-        touch = 'for a; do out="$a"; done\necho partial > "$out"\n' if partial else ""
+        # the object is the argument after -o; a partial one is written when asked
+        touch = ('out=; for a; do [ "$prev" = -o ] && out="$a"; prev="$a"; done\n'
+                 'echo partial > "$out"\n') if partial else ""
         fake.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && exit 0\n{printed}{touch}"
                         f"exit {status}\n")
         fake.chmod(0o755)
         source = c_source(len(said), f"status {status}")
         if status == 0 and partial:  # "succeeds" with an object that is no object
-            with environment(CXX=str(fake)), pytest.raises(BuildError,
-                                                           match=r"^cannot load .*\.so"):
+            with environment(CXX=str(fake), SDQLITE_CXXFLAGS="-O0"), \
+                    pytest.raises(BuildError, match=r"^cannot load .*\.so"):
                 B.build(source)
             return
-        with environment(CXX=str(fake)), pytest.raises(BuildError) as caught:
+        with environment(CXX=str(fake), SDQLITE_CXXFLAGS="-O0"), \
+                pytest.raises(BuildError) as caught:
             B.build(source)
         message = caught.value.message
         assert not list(root.glob("*.so*"))  # no object, whole or half-written
