@@ -772,7 +772,8 @@ def lookup_family() -> Iterator[str]:
     for k1, v1, p, q, let, wrap, r, k3, v3, key, b in itertools.product(
             ["i", "j"], ["r", "i"], ["M", "V"], ["{p}", "M({k1})", "M(0)"], [True, False],
             [False, True], ["{q}", "M({k1})", "{p}"], ["i", "j"], ["w", "i"],
-            ["{k1}", "{k3}"], ["a * 1.5", "s + 1.0", "sum(<i, x> in V) x * a", "let i = 2.0 in a * i"]):
+            ["{k1}", "{k3}"],
+            ["a * 1.5", "s + 1.0", "sum(<i, x> in V) x * a", "let i = 2.0 in a * i"]):
         if v1 == k1 or v3 == k3 or (not wrap and key == "{k3}"):
             continue
         dom = str(q).format(p=p, k1=k1)
