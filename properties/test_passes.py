@@ -16,10 +16,14 @@ that read x at keys iterated from sized layers: of x's size n (where the declare
 reason applies and fires) and of another size (M's row keys, of size m: where it must
 not fire).
 
+The lookup fires however a path is written: row i of M as ``M(i)``, as the value
+iterated from M at i, or through let-bound names of either.
+
 Each pass reports what it did: a positive count per rule that fired, none when the
 program is unchanged, and a deadline that does not pass changes nothing.
 """
 
+import itertools
 import time
 from collections import Counter
 from fractions import Fraction
@@ -173,6 +177,33 @@ def test_iterated_key_lookup_fires_on_lookup_shapes() -> None:
 
     collect()
     assert fired["iterated-key-lookup (same-dictionary)"] >= 30, fired
+
+
+#: (Γ, what to differentiate w.r.t., a program reading row i of M at LET/A/B)
+ALIASED = [
+    (SHAPE_CTX, None,
+     "sum(<i, r> in M) LET sum(<j, a> in A) {n -> (sum(<k, b> in B) {k -> b * 1.5})(j)}"),
+    (SIZED_CTX, "x", "sum(<i, r> in M) LET sum(<j, a> in A) x(j) * a"),
+    (SIZED_CTX, "X2", "sum(<i, r> in M) LET sum(<j, a> in A) X2(i)(j) * a"),
+]
+
+
+def test_the_iterated_key_lookup_sees_a_path_however_it_is_written() -> None:
+    """Row i of M written ``M(i)``, as the value r iterated from M at i, or through let-
+    bound names of either: the pass fires the same rewrites (by the same reason) on
+    every way of writing it, and at least one (a path it does not follow is a lookup it
+    leaves)."""
+    for ctx, wrt, template in ALIASED:
+        seen: set[tuple[tuple[str, int], ...]] = set()
+        for let in ("", "let y = M(i) in", "let y = r in", "let y = r in let z = y in"):
+            paths = ["M(i)", "r", *[x for x in ("y", "z") if f"let {x}" in let]]
+            for a, b in itertools.product(paths, paths):
+                text = template.replace("LET", let).replace("A", a).replace("B", b)
+                e = typecheck(parse_expr(text), ctx)[0]
+                if wrt is not None:
+                    e = typecheck(gradient(e, wrt, ctx), ctx)[0]
+                seen.add(tuple(sorted(iterated_key_lookup(e, ctx).fired.items())))
+        assert len(seen) == 1 and () not in seen, (template, seen)
 
 
 # ---- declared extents ---------------------------------------------------------------------
