@@ -5,7 +5,8 @@ checker, on the program as generated and after ANF.  Scalar FAD is the case τ =
 F[Γ] ⊢ F[e] : F[T].  The expansion of the gradient API is well typed too:
 Γ ⊢ gradient e x : T ⊗ τ_x for every real input x; for a discrete input (int, bool or
 dictionaries of them) or a name that is not an input, ``gradient`` is refused with a
-DiffError that names it.
+DiffError that names it; and D_τ itself is defined only for τ a real tensor type (real
+or dictionaries of real): any other τ is a DiffError.
 """
 
 import pytest
@@ -14,11 +15,11 @@ from hypothesis import strategies as st
 
 from properties.generators import LOGICAL, PHYSICAL, SPARSE1, SPARSE2, Generated, programs
 from sdqlite.anf import anf
-from sdqlite.ast import Empty, IntConst, Let, Lookup, RealConst, Sum
+from sdqlite.ast import Empty, IntConst, Let, Lookup, RealConst, Sum, Var
 from sdqlite.fad import DiffError, fad, is_discrete, sparse, tangent_context, tangent_type
 from sdqlite.gradient import gradient
 from sdqlite.typecheck import typecheck
-from sdqlite.types import INT, REAL, DictT, Type, tensor
+from sdqlite.types import BOOL, INT, REAL, DictT, Type, tensor
 
 TAUS = [REAL, tensor(1), tensor(2)]
 
@@ -74,3 +75,16 @@ def test_gradient_by_a_discrete_input_or_a_non_input_is_refused(
     x = data.draw(st.sampled_from(sorted(others)))
     with pytest.raises(DiffError, match=f"respect to {x}.*{others[x]}"):
         gradient(elab, x, g.ctx)
+
+
+@given(st.sampled_from([INT, BOOL, REAL]), st.lists(st.booleans(), max_size=3))
+def test_fad_is_defined_only_for_real_tensor_taus(leaf: Type, layers: list[bool]) -> None:
+    tau = leaf
+    for dense in layers:
+        tau = DictT(tau, dense=dense)
+    e, _ = typecheck(Var("s"), {"s": REAL})
+    if leaf == REAL:
+        fad(e, {"s": REAL}, tau)
+    else:
+        with pytest.raises(DiffError, match="τ must be a real tensor type"):
+            fad(e, {"s": REAL}, tau)
