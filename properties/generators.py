@@ -196,6 +196,8 @@ def _leaf(draw: Draw, ctx: Ctx, t: Type) -> Expr:
             if draw(st.integers(0, 2)) > 0:
                 return lit
             # positions that start elsewhere than 0, some past the literal's end (zeros)
+            if draw(st.integers(0, 3)) == 0:  # [] where its type is known: + [] adds nothing
+                return Add(lit, ArrayLit(()))
             lo = draw(st.integers(0, 2))
             return SubArray(lit, IntConst(lo), IntConst(lo + draw(st.integers(0, 3))))
     raise AssertionError(t)

@@ -255,6 +255,8 @@ def synth(ctx: Ctx, e: Expr) -> tuple[Expr, Type]:
             return synth(ctx, expansion)
         case ArrayLit(elems):  # Physical, [array]
             if not elems:
+                if e.ty is not None:  # elaborated where its type was known
+                    return e, DictT(e.ty, dense=True)
                 raise SDQLTypeError("cannot infer the type of []; use it where its type "
                                     "is known", e.span)
             first = next((x for x in elems if not _flexible(x)), elems[0])
