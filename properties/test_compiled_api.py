@@ -16,6 +16,10 @@ order), numpy arrays (0-d for a scalar too), or SDQLite values —
 4. where a unary operation fails at run time (outside its domain, or not finite), raises
    the interpreter's error at the same place in the source (the optimizer keeps each
    operation's location), optimized or not; a real overflow is a real overflow.
+5. data that cannot be read as their input (a missing or extra input, a dtype with no
+   SDQLite type, a number that is not finite, another shape than declared, a stored
+   zero, a Python type it does not read, a format for no input) are a DataError that
+   names the input, raised before anything is built.
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -36,7 +40,7 @@ import sdqlite
 from benchmarks.kernels import KERNELS, P
 from codegen.api import Compiled
 from properties.generators import Draw
-from sdqlite.errors import EvalError, SDQLiteError
+from sdqlite.errors import DataError, EvalError, SDQLiteError
 from sdqlite.ops import UNARY_OPS
 from sdqlite.parser import parse_program
 from sdqlite.storage import formats_for
@@ -233,3 +237,96 @@ def test_a_failing_operation_fails_where_the_interpreter_says(
         return
     got_value = _compiled(source, None, optimize, "value", {})(**data)
     assert values_equal(got_value, want, rel_tol=1e-9, abs_tol=1e-12)
+
+
+BATAX = KERNELS["BATAX"].source  # A : sparse matrix, beta : real, X : dense vector
+
+
+@st.composite
+def bad_data(draw: Draw) -> tuple[str, dict[str, Any], str, str]:
+    """BATAX's data with one thing wrong: (source, data, the input named, the message's
+    start after the name where the message starts with it, else a fragment)."""
+    n = draw(st.integers(1, 3))
+    a: Any = sp.random(n, n, density=0.6, format="csr", random_state=draw(st.integers(0, 99)))
+    data: dict[str, Any] = {"A": a, "beta": 0.5, "X": np.ones(n)}
+    match draw(st.sampled_from(["missing", "extra", "complex", "inf", "ndim", "list",
+                                "bool", "zero", "scalar", "shape"])):
+        case "missing":
+            name = draw(st.sampled_from(sorted(data)))
+            del data[name]
+            return BATAX, data, name, "no data for input"
+        case "extra":
+            data["zz"] = 1.0
+            return BATAX, data, "zz", "zz: not an input of the program"
+        case "complex":
+            name = draw(st.sampled_from(["A", "X"]))
+            data[name] = data[name].astype(np.complex128)
+            return BATAX, data, name, "complex128"
+        case "inf":
+            name = draw(st.sampled_from(["A", "X", "beta"]))
+            bad = draw(st.sampled_from([np.inf, -np.inf, np.nan]))
+            if name == "A":
+                a = a.copy()
+                a.data = np.full_like(a.data, 1.0)
+                if a.nnz:
+                    a.data[0] = bad
+                else:
+                    a = sp.csr_array(np.full((n, n), bad))
+                data["A"] = a
+            elif name == "X":
+                data["X"] = np.full(n, bad)
+            else:
+                data["beta"] = bad
+            return BATAX, data, name, "finite"
+        case "ndim":
+            name = draw(st.sampled_from(["A", "X"]))
+            data[name] = sp.coo_array(np.ones(n)) if name == "A" else np.ones((n, n))
+            return BATAX, data, name, "declared"
+        case "list":
+            data["X"] = [1.0] * n
+            return BATAX, data, "X", "cannot read data of Python type list"
+        case "bool":
+            data["X"] = np.ones(n, dtype=bool)
+            return BATAX, data, "X", "bool"
+        case "zero":
+            data["A"] = {0: {0: 1.0, 1: 0.0}}
+            return BATAX, data, "A", "stores a zero at A(0)(1)"
+        case "scalar":
+            data["beta"] = np.ones(2)
+            return BATAX, data, "beta", "declared real"
+    # the control: a matrix of any shape is data for a matrix input
+    return "A : {int -> {int -> real}}\nA", {"A": sp.random(n, n + 1, density=0.5,
+                                                             format="csr")}, "A", ""
+
+
+@settings(max_examples=min(60, settings().max_examples))
+@given(bad_data(), st.sampled_from(["csr", "coo", None]))
+def test_bad_data_is_a_data_error_naming_the_input(
+        case: tuple[str, dict[str, Any], str, str], fmt: str | None) -> None:
+    source, data, name, fragment = case
+    compiled = sdqlite.compile(source, formats={"A": fmt} if fmt else None)
+    if not fragment:  # the control: data of the right kind is read (and not built here)
+        assert set(compiled.read(data)) == set(data)
+        return
+    with pytest.raises(DataError) as caught:
+        compiled.read(data)
+    message = caught.value.message
+    assert name in message and fragment in message, (message, name, fragment)
+    assert "internal" not in message
+
+
+@given(st.sampled_from(["A", "X", "nope", "beta2"]),
+       st.sampled_from(["csr", "csc", "dense", "coo", "dict", "no-such-format"]))
+def test_a_format_is_for_an_input_that_can_be_stored_in_it(name: str, fmt: str) -> None:
+    """``compile`` takes exactly the formats the storage table admits for an input's
+    declared type (``formats_for``), and none for a name that is no input."""
+    try:
+        sdqlite.compile(BATAX, formats={name: fmt})
+    except SDQLiteError as err:
+        assert name in err.message
+        refused = True
+    else:
+        refused = False
+    decls = {d.name: d.type for d in parse_program(BATAX).decls}
+    storable = set(formats_for(decls[name])) if name in decls else set()
+    assert refused == (fmt not in storable), (name, fmt)
