@@ -20,6 +20,11 @@ order), numpy arrays (0-d for a scalar too), or SDQLite values —
    SDQLite type, a number that is not finite, another shape than declared, a stored
    zero, a Python type it does not read, a format for no input) are a DataError that
    names the input, raised before anything is built.
+6. a program whose inputs are all declared is checked by ``compile`` itself, before any
+   data (a type error, a gradient w.r.t. an input that is not real, or w.r.t. one the
+   program does not read, which still needs its data); a program with inputs not
+   declared compiles, and is typed by its data at the call; a program of declarations
+   only is refused.
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -40,7 +45,8 @@ import sdqlite
 from benchmarks.kernels import KERNELS, P
 from codegen.api import Compiled
 from properties.generators import Draw
-from sdqlite.errors import DataError, EvalError, SDQLiteError
+from sdqlite.errors import DataError, EvalError, SDQLiteError, SDQLTypeError
+from sdqlite.fad import DiffError
 from sdqlite.ops import UNARY_OPS
 from sdqlite.parser import parse_program
 from sdqlite.storage import formats_for
@@ -330,3 +336,34 @@ def test_a_format_is_for_an_input_that_can_be_stored_in_it(name: str, fmt: str) 
     decls = {d.name: d.type for d in parse_program(BATAX).decls}
     storable = set(formats_for(decls[name])) if name in decls else set()
     assert refused == (fmt not in storable), (name, fmt)
+
+
+@given(st.sampled_from(["ok", "ill-typed", "int-gradient", "unused-gradient", "undeclared",
+                        "no-expression"]),
+       st.booleans())
+def test_a_declared_program_is_checked_when_it_is_compiled(kind: str, formats: bool) -> None:
+    fmt = {"A": "coo"} if formats else None
+    match kind:
+        case "ok":
+            compiled = sdqlite.compile(BATAX, "X", fmt)
+            assert set(compiled.declared()) == {"A", "beta", "X"}
+        case "ill-typed":
+            with pytest.raises(SDQLTypeError):
+                sdqlite.compile(BATAX.replace("beta * v1", "beta + r"), None, fmt)
+        case "int-gradient":
+            with pytest.raises(DiffError, match="respect to n : int: it is discrete"):
+                sdqlite.compile("n : int\nA : {int -> {int -> real}}\n"
+                                "sum(<i, r> in A) r(n)", "n", fmt)
+        case "unused-gradient":  # the gradient w.r.t. an input not read is zero, yet
+            compiled = sdqlite.compile(BATAX.replace("* X(k)", ""), "X", fmt)  # needs X
+            assert set(compiled.declared()) == {"A", "beta", "X"}
+            with pytest.raises(DataError, match="no data for input X"):
+                compiled.read({"A": sp.csr_array(np.eye(2)), "beta": 1.0})
+        case "undeclared":  # typed by the data at the call: nothing to check yet
+            compiled = sdqlite.compile("sum(<i, r> in A) sum(<j, a> in r) a * s", None, fmt)
+            with pytest.raises(SDQLTypeError, match="declare the input"):
+                compiled.declared()
+            assert set(compiled.read({"A": sp.csr_array(np.eye(2)), "s": 2.0})) == {"A", "s"}
+        case _:
+            with pytest.raises(SDQLTypeError, match="no expression"):
+                sdqlite.compile("x : real\n", None, None)
