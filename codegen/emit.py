@@ -138,7 +138,7 @@ class Kernel:
 DEST_SIZE = "%size"
 
 
-def emit_kernel(name: str, low: Lowered, comment: str = "", *, dense_result: bool = False
+def emit_kernel(name: str, low: Lowered, comment: str = "", *, dense_result: bool
                 ) -> Kernel:
     """The kernel ``name`` and its entry point for the lowered program ``low``.  With
     ``dense_result`` (a dictionary result whose keys lie in 0 .. n-1), the destination's
@@ -214,8 +214,7 @@ class _Emitter:
                 code, _ = self.expr(value)
                 decl = f"const {cpp_type(t)}" if _scalar(t) else "const auto&"
                 return f"{pad}{decl} {self.names(name)} = {code};\n"
-            case Enter(name, dest, t):
-                self.types[name] = t
+            case Enter(name, dest, _):  # a destination: written into, never read
                 return f"{pad}auto& {self.names(name)} = {self.dest(dest)};\n"
             case Loop(key, val, dom, dt, body):
                 return self.loop(key, val, dom, dt, body, depth)
