@@ -17,7 +17,9 @@ by reference (the destination's path grows instead: ``res[i][j] += a``), what is
 added at a path is a number, and adding a zero emits no statement.
 """
 
-from hypothesis import given
+from fractions import Fraction
+
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from codegen.dps import (
@@ -52,6 +54,7 @@ from sdqlite.ast import (
     IntConst,
     Let,
     Mul,
+    RealConst,
     Single,
     Sum,
     Var,
@@ -59,6 +62,7 @@ from sdqlite.ast import (
 )
 from sdqlite.typecheck import typecheck
 from sdqlite.types import INT, REAL, DictT, Type
+from semantics import values as V
 from semantics.interp import evaluate
 from semantics.values import FRACTION, Value, inner_extents_forgotten
 
@@ -129,7 +133,15 @@ CASES = st.one_of(programs_with_env(exact=True), keyed_sums().flatmap(
     lambda g: st.tuples(st.just(g), environments(g.ctx, exact=True))))
 
 
+# adds that cancel at a keyed path: the entry must be dropped, as + drops a zero
+_CANCEL = Sum("k", "v", Var("V"), Add(Single(Var("k"), Var("v")),
+                                      Single(Var("k"), Mul(RealConst(-1.0), Var("v")))))
+
+
 @given(CASES, st.booleans())
+@example((Generated(SHAPE_CTX, _CANCEL, DictT(REAL)),
+          {**{x: V.zero_of(t, FRACTION) for x, t in SHAPE_CTX.items()},
+           "V": {0: Fraction(2), 3: Fraction(1, 2)}}), True).via("adds that cancel")
 def test_lowered_statements_add_the_programs_value(case: tuple[Generated, dict[str, Value]],
                                                    dps: bool) -> None:
     g, env = case

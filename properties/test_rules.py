@@ -13,6 +13,8 @@
   program; matched against another program, it instantiates back to that program.
   A pattern's literal array matches, element by element, exactly the arrays of its
   length whose elements its own match.
+* The table's listing (``Rule.show``, one line a rule) shows every rule
+  with its left and right sides and every condition it has, and none it has not.
 """
 
 from collections import Counter
@@ -275,3 +277,14 @@ def test_a_pattern_array_matches_element_by_element(pattern: list[float | None],
         assert {x: show(v) for x, v in m.exprs.items()} == {
             f"e{i}": str(a) for i, (p, a) in enumerate(zip(pattern, array, strict=True))
             if p is None}
+
+
+def test_the_listing_shows_each_rule_with_its_conditions() -> None:
+    every = {c.text for r in RULES for c in r.conditions}
+    for rule in RULES:
+        line = rule.show()
+        assert line.startswith(f"{rule.name}: {rule.lhs}  ~>  ")
+        mine = {c.text for c in rule.conditions}
+        assert all(f"{c.text} ({c.kind})" in line for c in rule.conditions), line
+        assert not any(f"{t} (" in line for t in every - mine), line
+        assert ("   if " in line) == bool(rule.conditions), line
