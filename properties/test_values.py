@@ -16,7 +16,9 @@ the oracle's comparisons rest on them:
 * ``evaluate`` called directly with data that do not fit their types (its callers
   check data first) still fails cleanly: a key or bound that is not an int (a bool, a
   real) is an EvalError naming what it is, and a result holding a number that is not
-  finite (inf or nan passed through) is a real overflow, never returned.
+  finite (inf or nan passed through) is a real overflow, never returned; and so is a
+  step that overflows, even where a later one would make the result finite again; and a
+  program the checker has not elaborated is an EvalError that says to type-check it.
 """
 
 from fractions import Fraction
@@ -173,3 +175,26 @@ def test_evaluate_never_returns_a_number_that_is_not_finite(bad: float, name: st
     with pytest.raises(EvalError, match=r"^real overflow: the result holds a number that is "
                                         r"not finite"):
         evaluate(typecheck(parse_expr(name), ctx)[0], env)
+
+
+@given(st.sampled_from(["inv(x * x)", "tanh(x * x)", "exp(-1.0 * (x * x))",
+                        "(x * x) * 0.0", "sum(<i, v> in V) inv(v * x)"]),
+       st.sampled_from([1e200, -1e200, 1e300]))
+def test_a_step_that_overflows_is_an_error_even_if_the_result_is_finite(
+        source: str, x: float) -> None:
+    ctx: dict[str, Type] = {"x": REAL, "V": DictT(REAL)}
+    e = typecheck(parse_expr(source), ctx)[0]
+    with pytest.raises(EvalError, match=r"^real overflow"):
+        evaluate(e, {"x": x, "V": {0: x}})
+    assert evaluate(e, {"x": 0.5, "V": {0: 0.5}}) is not None  # no overflow: a value
+
+
+@given(st.sampled_from(["{0 -> 1.0} + {}", "sum(<k, v> in {0 -> 1.0}) v", "{0 -> 1.0}(3)",
+                        "if false then {0 -> 1.0}", "[1.0, 2.0](1:2)",
+                        "gradient (x * x) x"]))
+def test_evaluate_asks_for_an_elaborated_program(source: str) -> None:
+    with pytest.raises(EvalError, match=r"not elaborated by the type checker \(call "
+                                        r"sdqlite.typecheck first\)"):
+        evaluate(parse_expr(source), {"x": 1.0})
+    ctx: dict[str, Type] = {"x": REAL}
+    assert evaluate(typecheck(parse_expr(source), ctx)[0], {"x": 1.0}) is not None
