@@ -6,7 +6,7 @@ VSM), their value and their gradient, optimized or not, declared or typed by the
 the sparse input stored in the default format or one its type admits, a dense or a
 dictionary destination, and data generated and handed over as a user would — scipy
 sparse arrays in csr, csc or coo (float or integer, with explicit zeros, entries out of
-order), numpy arrays (0-d for a scalar too), or SDQLite values —
+order, CSR arrays with an entry given twice), numpy arrays (0-d for a scalar too), or SDQLite values —
 ``compile(source, wrt, formats)(**data)``:
 
 1. with ``output="value"`` is the interpreter's value of the program (``semantics.run``)
@@ -24,7 +24,8 @@ order), numpy arrays (0-d for a scalar too), or SDQLite values —
    data (a type error, a gradient w.r.t. an input that is not real, or w.r.t. one the
    program does not read, which still needs its data); a program with inputs not
    declared compiles, and is typed by its data at the call; a program of declarations
-   only is refused.
+   only is refused; and the optimizer's limits given to ``compile`` are the ones every
+   saturation of the pipeline keeps to.
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -49,6 +50,7 @@ from sdqlite.errors import DataError, EvalError, SDQLiteError, SDQLTypeError
 from sdqlite.fad import DiffError
 from sdqlite.ops import UNARY_OPS
 from sdqlite.parser import parse_program
+from sdqlite.pipeline import Limits
 from sdqlite.storage import formats_for
 from sdqlite.types import REAL, DictT
 from semantics.convert import from_numpy, to_numpy
@@ -108,7 +110,18 @@ def kernel_data(draw: Draw) -> tuple[str, dict[str, Any], dict[str, Input], bool
             data = np.append(m.data, 0)
             order = np.arange(len(data))[::-1]
             m = sp.coo_array((data[order], (rows[order], cols[order])), shape=m.shape)
-        return m.asformat(draw(st.sampled_from(["csr", "csc", "coo"]))), Input(value), logical
+        fmt = draw(st.sampled_from(["csr", "csc", "coo", "csr as given"]))
+        if fmt == "csr as given":  # CSR arrays as a user may build them: unsummed, unsorted
+            if m.nnz:  # the first entry given twice, in halves (exact: multiples of 1/4)
+                half = m.data[0] / 2
+                m = sp.coo_array((np.append(np.append(half, m.data[1:]), half),
+                                  (np.append(m.row, m.row[0]), np.append(m.col, m.col[0]))),
+                                 shape=m.shape)
+            order = np.argsort(m.row, kind="stable")
+            indptr = np.searchsorted(m.row[order], np.arange(m.shape[0] + 1))
+            return sp.csr_array((m.data[order], m.col[order], indptr), shape=m.shape), \
+                Input(value), logical
+        return m.asformat(fmt), Input(value), logical
 
     def dense_vector(k: int) -> tuple[Any, Input, Input]:
         a = dense_matrix(1, k).reshape(k)
@@ -367,3 +380,16 @@ def test_a_declared_program_is_checked_when_it_is_compiled(kind: str, formats: b
         case _:
             with pytest.raises(SDQLTypeError, match="no expression"):
                 sdqlite.compile("x : real\n", None, None)
+
+
+@settings(max_examples=min(10, settings().max_examples))
+@given(st.sampled_from(sorted(KERNELS)), st.integers(0, 3), st.integers(1, 400))
+@example("BATAX", 0, 400).via("no iteration at all")
+def test_compile_keeps_to_the_limits_it_is_given(kernel: str, iters: int, nodes: int) -> None:
+    k = KERNELS[kernel]
+    compiled = sdqlite.compile(k.source, k.wrt, limits=Limits(iter_limit=iters,
+                                                              node_limit=nodes))
+    spec = compiled.specialized(compiled.declared())
+    reports = [st_.report for st_ in spec.stages if st_.name.startswith("saturation")]
+    assert reports
+    assert all(r["iterations"] <= iters for r in reports)  # type: ignore[operator]
