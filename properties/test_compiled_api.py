@@ -6,7 +6,8 @@ VSM), their value and their gradient, optimized or not, declared or typed by the
 the sparse input stored in the default format or one its type admits, a dense or a
 dictionary destination, and data generated and handed over as a user would — scipy
 sparse arrays in csr, csc or coo (float or integer, with explicit zeros, entries out of
-order, CSR arrays with an entry given twice), numpy arrays (0-d for a scalar too), or SDQLite values —
+order, CSR arrays with an entry given twice), numpy arrays (0-d for a scalar too), or
+SDQLite values —
 ``compile(source, wrt, formats)(**data)``:
 
 1. with ``output="value"`` is the interpreter's value of the program (``semantics.run``)
