@@ -49,7 +49,7 @@ from sdqlite.typecheck import typecheck
 from sdqlite.types import BOOL, INT, REAL, DictT, Type, erase, scalar_of
 from semantics.datafiles import sparse_declared
 from semantics.extents import Layer, check_layers, facts, size_bounds
-from semantics.values import DenseArray, has_type, is_zero, type_of, zero_entry_error
+from semantics.values import DenseArray, data_mismatch, has_type, is_zero, type_of
 
 Kind = Literal["numpy", "scipy", "value"]
 Output = Literal["auto", "value"]
@@ -319,10 +319,7 @@ def _arg(name: str, x: Any, want: Type | None) -> Arg:
         if isinstance(x, float) and not np.isfinite(x):
             raise DataError(f"input {name} is not a finite number")
         if not has_type(x, vt):
-            if type_of(x) == vt and (zero := zero_entry_error(name, x)):
-                raise DataError(zero)
-            raise DataError(f"input {name} is declared {vt} but its data is "
-                            f"{type_of(x) or 'of another type'}")
+            raise DataError(data_mismatch(name, x, vt, type_of(x)))
         return Arg(name, vt, "value", x)
     raise DataError(f"input {name}: cannot read data of Python type {type(x).__name__} "
                     "(give a numpy array, a scipy.sparse matrix or an SDQLite value)")

@@ -54,22 +54,23 @@ from semantics.interp import unop
 EXAMPLES = min(20, settings().max_examples)  # each example runs the compiler
 
 
+def _put(values: dict[str, str | None]) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @contextmanager
 def environment(**values: str | None) -> Iterator[None]:
+    """The environment variables set (None: unset) for the block, then as they were."""
     saved = {k: os.environ.get(k) for k in values}
     try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _put(values)
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _put(saved)
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from sdqlite.typecheck import Ctx, typecheck
 from sdqlite.types import Type
 from semantics.extents import check_extents
 from semantics.interp import evaluate
-from semantics.values import FLOAT, Field, Value, has_type, type_of, zero_entry_error
+from semantics.values import FLOAT, Field, Value, data_mismatch, has_type, type_of
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,8 @@ def context(program: Program, inputs: Mapping[str, Input]) -> Ctx:
         if name in declared:
             want = declared[name].type
             if not has_type(data.value, want) or (data.type is not None and data.type != want):
-                found = data.type or type_of(data.value)
-                if found == want and (zero := zero_entry_error(name, data.value)):
-                    raise DataError(zero, declared[name].span)
-                raise DataError(f"input {name} is declared {want} but its data is "
-                                f"{found if found is not None else 'of another type'}",
+                raise DataError(data_mismatch(name, data.value, want,
+                                              data.type or type_of(data.value)),
                                 declared[name].span)
         else:
             t = data.type or type_of(data.value)

@@ -315,14 +315,16 @@ def stored_zero(v: Value) -> tuple[int, ...] | None:
     return None
 
 
-def zero_entry_error(name: str, v: Value) -> str | None:
-    """The message for input ``name`` whose data stores a zero entry, if it does."""
-    path = stored_zero(v)
-    if path is None:
-        return None
-    at = "".join(f"({k})" for k in path)
-    return (f"input {name} stores a zero at {name}{at}: a dictionary holds only its "
-            "nonzero entries (leave that entry out)")
+def data_mismatch(name: str, v: Value, want: Type, found: Type | None) -> str:
+    """Why input ``name``'s data ``v`` (of type ``found``, when known) is no value of the
+    declared ``want``: where it stores a zero, when that is all, else the two types."""
+    path = stored_zero(v) if found == want else None
+    if path is not None:
+        at = "".join(f"({k})" for k in path)
+        return (f"input {name} stores a zero at {name}{at}: a dictionary holds only its "
+                "nonzero entries (leave that entry out)")
+    return (f"input {name} is declared {want} but its data is "
+            f"{found if found is not None else 'of another type'}")
 
 
 def type_of(v: Value) -> Type | None:
