@@ -99,5 +99,5 @@ class Native:
 def _copy(ptr: int | None, n: int, dtype: Any) -> Any:
     if n == 0 or ptr is None:
         return np.zeros(0, dtype=dtype)
-    size = np.dtype(dtype).itemsize
-    return np.frombuffer(ctypes.string_at(ptr, n * size), dtype=dtype).copy()
+    raw = (ctypes.c_char * (n * np.dtype(dtype).itemsize)).from_address(ptr)  # any size:
+    return np.frombuffer(raw, dtype=dtype).copy()  # string_at's length is a C int

@@ -263,3 +263,16 @@ def test_repl_prints_the_generated_cpp() -> None:
     assert "static void repl(const sdql::dict<double>& V" in code
     with pytest.raises(SDQLTypeError, match="unbound variable W"):
         s.handle(":cpp W")
+
+
+def test_a_result_buffer_of_2_gib_or_more_is_read_back_whole() -> None:
+    """Seen in the peers probe: ``ctypes.string_at`` takes its length as a C int, so a
+    result of 2^31 bytes or more (VVD's gradient at n = 2^28) failed with a SystemError."""
+    from codegen.native import _copy
+
+    n = 2**28 + 1  # 2 GiB and 8 bytes; np.zeros leaves the untouched pages unallocated
+    data = np.zeros(n, dtype=np.int64)
+    data[0], data[-1] = 3, 7
+    copied = _copy(data.ctypes.data, n, np.int64)
+    assert copied.shape == (n,) and copied[0] == 3 and copied[-1] == 7
+    assert copied[n // 2] == 0
