@@ -64,6 +64,7 @@ mutation-quick: setup
 PEERS := .venv-peers
 bench-peers: check-system $(PEERS)/.installed $(PEERS)/matrices
 	$(PEERS)/bin/python -m benchmarks.peers $(if $(QUICK),--quick)
+	$(if $(QUICK),,$(PEERS)/bin/python -m benchmarks.peers --probe)
 
 $(PEERS)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(PEERS)

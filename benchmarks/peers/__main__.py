@@ -64,23 +64,41 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--mtx-dir", type=Path, default=ROOT / ".venv-peers" / "matrices",
                     help="real matrices (.mtx) to run too (default %(default)s)")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--probe", action="store_true",
+                    help="after a full run: take each system past the sweeps' limits to the "
+                         "largest problem it completes on this machine (probe.py; budget 20 "
+                         "GiB, 30 s a call, 300 s a case by default)")
     ap.add_argument("--report-only", action="store_true",
                     help="redo the figures and summary from OUT/peers.json")
     ap.add_argument("--no-readme", action="store_true", help="leave README.md alone")
     args = ap.parse_args(argv)
-    q = args.quick
-    args.max_seconds = args.max_seconds or (1.0 if q else 3.0)
-    args.budget_gib = args.budget_gib or (2.0 if q else 8.0)
+    if args.probe and args.quick:
+        ap.error("--probe climbs from a full run's sweeps: it takes no --quick")
+    q, p = args.quick, args.probe
+    args.max_seconds = args.max_seconds or (1.0 if q else 30.0 if p else 3.0)
+    args.budget_gib = args.budget_gib or (2.0 if q else 20.0 if p else 8.0)
     args.max_work = args.max_work or (2e7 if q else 6e7)
     args.interp_work = args.interp_work or (2e4 if q else 1e5)
-    args.case_timeout = args.case_timeout or (30.0 if q else 600.0)
+    args.case_timeout = args.case_timeout or (30.0 if q else 300.0 if p else 600.0)
     return args
 
 
-def run_worker(system: str, cases: list[Case], timeout: float, progress: Any
+def resident_gib(pid: int) -> float:
+    """The process's resident set (0 once it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    kib = next((line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")),
+               "0")
+    return int(kib) / 2**20
+
+
+def run_worker(system: str, cases: list[Case], timeout: float, progress: Any,
+               repeat: int | None = None, rss_limit_gib: float | None = None
                ) -> dict[str, dict[str, Any]]:
-    """Run ``cases`` in worker processes for ``system``; a crash or a timeout marks the case
-    and a new worker takes the rest."""
+    """Run ``cases`` in worker processes for ``system``; a crash, a timeout or a resident
+    set over ``rss_limit_gib`` marks the case and a new worker takes the rest."""
     results: dict[str, dict[str, Any]] = {}
     todo = list(cases)
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,7 +109,8 @@ def run_worker(system: str, cases: list[Case], timeout: float, progress: Any
             log = open(Path(tmp, "stderr"), "w+", encoding="utf-8")  # noqa: SIM115
             proc = subprocess.Popen(
                 [sys.executable, "-m", "benchmarks.peers.worker", system, str(cases_file),
-                 str(out_file)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log,
+                 str(out_file), *([str(repeat)] if repeat else [])], cwd=ROOT,
+                stdout=subprocess.DEVNULL, stderr=log,
                 start_new_session=True)
             seen, started, current = 0, time.monotonic(), ""
             while True:
@@ -108,11 +127,15 @@ def run_worker(system: str, cases: list[Case], timeout: float, progress: Any
                 code = proc.poll()
                 if code is not None and len(out_file.read_text().splitlines()) == seen:
                     break
-                if current and time.monotonic() - started > timeout:
+                over = (rss_limit_gib is not None and current
+                        and resident_gib(proc.pid) > rss_limit_gib)
+                if current and (over or time.monotonic() - started > timeout):
                     os.killpg(proc.pid, 9)
                     proc.wait()
-                    results[current] = {"status": "timeout",
-                                        "reason": f"still running after {timeout:g} s"}
+                    results[current] = (
+                        {"status": "crashed", "reason": f"killed by the harness: resident set "
+                         f"over the budget of {rss_limit_gib:g} GiB"} if over else
+                        {"status": "timeout", "reason": f"still running after {timeout:g} s"})
                     progress.update(1)
                     break
                 time.sleep(0.05)
@@ -142,10 +165,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    if args.report_only:
-        saved = json.loads((out / "peers.json").read_text())
-        report.write(saved["runs"], saved["meta"], out, None if args.no_readme else ROOT)
+    readme = None if args.no_readme else ROOT
+    if args.report_only or args.probe:
+        try:
+            saved = json.loads((out / "peers.json").read_text())
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"python -m benchmarks.peers: no run to report in {out}: {e}"
+                             " (run the sweeps first)") from None
+        if args.probe:
+            if saved["meta"]["mode"] != "full":
+                raise SystemExit("python -m benchmarks.peers --probe: the probe climbs from "
+                                 f"a full run's sweeps, and {out / 'peers.json'} is a "
+                                 f"{saved['meta']['mode']} run")
+            run_probe(args, saved["runs"])
+        report.write(saved["runs"], saved["meta"], out, readme, load_probe(out))
         return 0
+    (out / "probe.json").unlink(missing_ok=True)  # it climbed from the runs replaced here
     began, load = time.time(), os.getloadavg()
     cases = [c for c in sweeps(args.quick, args.mtx_dir if args.mtx_dir.is_dir() else None)
              if args.kernels is None or c.kernel in args.kernels]
@@ -173,9 +208,58 @@ def main(argv: list[str] | None = None) -> int:
             runs += [{**c.as_dict(), "system": system, **got[c.key]} for c in todo]
     meta = report.metadata(args, began, load, time.time() - began)
     (out / "peers.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
-    report.write(runs, meta, out, None if args.no_readme else ROOT)
+    report.write(runs, meta, out, readme, None)
     print(f"done in {(time.time() - began) / 60:.1f} min: {out / 'summary.md'}")
     return 0
+
+
+def run_probe(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
+    """Every system's climb (``probe.py``), kernel by kernel, one worker per rung; OUT/
+    probe.json is written after each climb (a stopped probe keeps what it found)."""
+    from tqdm import tqdm
+
+    from benchmarks.peers import probe
+
+    began, load = time.time(), os.getloadavg()
+    kernels = args.kernels or list(probe.DENSITY_EXP)
+    systems = [s for s in args.systems if s in probe.PROBED]
+    climbed: list[dict[str, Any]] = []
+    with tqdm(unit="rung", dynamic_ncols=True) as bar, \
+            tempfile.TemporaryDirectory() as refs:
+        os.environ["SDQLITE_PEERS_REFS"] = refs
+        for kernel in kernels:
+            for system in systems:
+                bar.set_description(f"{kernel} {system}")
+
+                def run_one(case: Case, system: str = system) -> dict[str, Any]:
+                    got = run_worker(system, [case], args.case_timeout, bar, repeat=1,
+                                     rss_limit_gib=args.budget_gib)
+                    return got[case.key]
+                mine = probe.climb(system, kernel, runs, run_one, args.budget_gib,
+                                   args.max_seconds, args.gflops)
+                if mine:
+                    end = mine[-1]
+                    bar.write(f"{kernel} {system}: {len(mine) - 1} rungs completed, then "
+                              f"n = {end['n']:,}: {end['status']}: {end.get('reason', '')}")
+                climbed += mine
+                minutes = round((time.time() - began) / 60, 1)
+                meta = {"date": time.strftime("%Y-%m-%d %H:%M", time.localtime(began)),
+                        "minutes": minutes, "load_before": [round(x, 2) for x in load],
+                        "load_after": [round(x, 2) for x in os.getloadavg()],
+                        "budget_gib": args.budget_gib, "max_seconds": args.max_seconds,
+                        "case_timeout": args.case_timeout, "gflops": args.gflops,
+                        "probed": [[s, k] for k in kernels for s in systems]}
+                (args.out / "probe.json").write_text(
+                    json.dumps({"meta": meta, "runs": climbed}, indent=1))
+    print(f"probe done in {(time.time() - began) / 60:.1f} min")
+
+
+def load_probe(out: Path) -> dict[str, Any] | None:
+    try:
+        saved: dict[str, Any] = json.loads((out / "probe.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return saved
 
 
 if __name__ == "__main__":

@@ -221,7 +221,8 @@ def headline(runs: list[Run]) -> list[str]:
 
 
 def largest(runs: list[Run], systems: Iterable[str]) -> list[str]:
-    """The largest problem (by n, then entries) each system completed, per kernel."""
+    """The largest problem (by n, then entries) each system completed, per kernel, over the
+    sweeps and the probe's rungs."""
     kernels = (*MATRIX_KERNELS, *VECTOR_KERNELS)
     rows = ["| system | " + " | ".join(kernels) + " |", "|---" * (len(kernels) + 1) + "|"]
     for s in systems:
@@ -236,6 +237,61 @@ def largest(runs: list[Run], systems: Iterable[str]) -> list[str]:
             cells.append(f"n = {r['n']:,}, {r['nnz']:,} entries, {r['peak_mib']:,.0f} MiB")
         rows.append(f"| {SYSTEMS[s].label} | " + " | ".join(cells) + " |")
     return rows
+
+
+def stops_table(probe: dict[str, Any], systems: Iterable[str]) -> list[str]:
+    """Per system and kernel, the probe's rung that ended the climb, and why."""
+    from benchmarks.peers.probe import stops
+
+    kernels = (*MATRIX_KERNELS, *VECTOR_KERNELS)
+    ended = stops(probe["runs"])
+    probed = {tuple(sk) for sk in probe["meta"].get("probed", [])}
+    rows = ["| system | " + " | ".join(kernels) + " |", "|---" * (len(kernels) + 1) + "|"]
+    for s in systems:
+        cells = []
+        for k in kernels:
+            r = ended.get((s, k))
+            if r is None:
+                cells.append("no case of the panel completed" if (s, k) in probed else "—")
+                continue
+            why = re.sub(r" \([^)]*\)", "", r.get("reason", ""))  # the sizes are in the row
+            status = "" if r["status"] == "skipped" else f"{r['status']}: "
+            cells.append(f"n = {r['n']:,} ({r['nnz']:,} entries): {status}{why}")
+        rows.append(f"| {SYSTEMS[s].label} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def probe_text(probe: dict[str, Any] | None, runs: list[Run], st: dict[str, Any]) -> list[str]:
+    """The section on the largest problems: from the probe when there is one."""
+    from benchmarks.peers.probe import DENSITY_EXP, PROBED
+
+    broken = [r for r in runs if r["status"] in ("failed", "crashed", "timeout")]
+    if probe is None:
+        return [
+            f"Over every sweep, with its peak memory, within this run's limits "
+            f"({st['budget_gib']:g} GiB predicted for a framework, {st['max_seconds']:g} s a "
+            f"call, {st['max_work']:.0e} entries for sdqlite and scipy): larger cases were "
+            f"predicted over them and not attempted (next section); {len(broken)} attempted "
+            "runs failed, crashed or timed out. `--probe` (run by `make bench-peers` after "
+            "the sweeps) takes each system to its limit on this machine.", "",
+            *largest(runs, SYSTEMS)]
+    m, climbed = probe["meta"], probe["runs"]
+    ok = [r for r in climbed if r["status"] == "ok"]
+    exps = sorted(set(DENSITY_EXP.values()), reverse=True)
+    return [
+        f"Over every sweep and the probe (`python -m benchmarks.peers --probe`, "
+        f"{m['date']}, {m['minutes']} min, load average {m['load_before'][0]} at the start): "
+        "from its largest case of the dimension sweep (matrix kernels at density "
+        f"2^-{exps[0]}, vector kernels at 2^-{exps[1]}), each system climbed by rungs that "
+        "double what it stores, each rung checked against sdqlite first, until a rung was "
+        f"predicted over {m['budget_gib']:g} GiB resident (of the machine's "
+        f"{_memory_gib()}) or {m['max_seconds']:g} s a call, or failed, or was killed over "
+        f"{m['budget_gib']:g} GiB resident or {m['case_timeout']:g} s. "
+        f"{len(ok)} rungs completed above the sweeps; the probe's times are of one warm "
+        "call. The peak memory is the growth during the case (above what the process held "
+        "before).", "", *largest(runs + ok, SYSTEMS), "",
+        "What ended each system's climb (the first rung not completed):", "",
+        *stops_table(probe, PROBED)]
 
 
 SHORT = {"ok": "", "skipped": "skip", "failed": "fail", "wrong": "WRONG",
@@ -287,12 +343,12 @@ def reasons(runs: list[Run]) -> list[str]:
     return out
 
 
-def write(runs: list[Run], meta: dict[str, Any], out: Path, readme_root: Path | None) -> None:
+def write(runs: list[Run], meta: dict[str, Any], out: Path, readme_root: Path | None,
+          probe: dict[str, Any] | None) -> None:
     drawn = figures(runs, out)
     v = meta["versions"]
     load = meta["load_before"][0], meta["load_after"][0]
-    wrong = [r for r in runs if r["status"] == "wrong"]
-    broken = [r for r in runs if r["status"] in ("failed", "crashed", "timeout")]
+    wrong = [r for r in runs + (probe["runs"] if probe else []) if r["status"] == "wrong"]
     st = meta["settings"]
     text = [
         "# sdqlite against PyTorch, JAX, TensorFlow and scipy (§7)", "",
@@ -336,21 +392,18 @@ def write(runs: list[Run], meta: dict[str, Any], out: Path, readme_root: Path | 
         "At the largest case of the paper's sizes (Table tbl:datasets for matrix kernels, "
         "the dimension sweep for vector kernels) where a framework completes; a ratio above 1 "
         "means the framework is slower.", "", *headline(runs),
-        "", "## The largest problem each system completes (24 GiB machine)", "",
-        f"Over every sweep, with its peak memory, within this run's limits ({st['budget_gib']:g}"
-        f" GiB predicted for a framework, {st['max_seconds']:g} s a call, {st['max_work']:.0e} "
-        "entries for sdqlite and scipy): larger cases were predicted over them and not "
-        f"attempted (next section); {len(broken)} attempted runs failed, crashed or timed "
-        "out.", "", *largest(runs, SYSTEMS),
+        "", f"## The largest problem each system completes ({meta['memory_gib']} GiB machine)",
+        "", *probe_text(probe, runs, st),
         "", "## Figures", "", *[f"![{n}]({n}.png)" for n in drawn],
         "", "## Why points are missing", "", *reasons(runs),
-        "", "## Every run", *sweep_tables(runs), ""]
+        "", "## Every run", *sweep_tables(runs + (probe["runs"] if probe else [])), ""]
     (out / "summary.md").write_text("\n".join(text), encoding="utf-8")
     if readme_root is not None:
-        readme(readme_root, meta, runs)
+        readme(readme_root, meta, runs, probe)
 
 
-def readme(root: Path, meta: dict[str, Any], runs: list[Run]) -> None:
+def readme(root: Path, meta: dict[str, Any], runs: list[Run], probe: dict[str, Any] | None
+           ) -> None:
     """Replace the README's text between the peers markers."""
     path = root / "README.md"
     text = path.read_text(encoding="utf-8")
@@ -365,10 +418,16 @@ def readme(root: Path, meta: dict[str, Any], runs: list[Run]) -> None:
         "`benchmarks/results/summary.md`.",
         "", "The best framework at the largest case of the paper's sizes it completes (a "
         "ratio above 1: the framework is slower):", "", *headline(runs), "",
-        f"The largest problem each system completed within this run's limits "
-        f"({meta['settings']['budget_gib']:g} GiB predicted for a framework, "
-        f"{meta['settings']['max_seconds']:g} s a call):", "",
-        *largest(runs, ["sdqlite-arr", "scipy", *FRAMEWORKS]), "",
+        *(["The largest problem each system completed on this machine (the probe: rungs "
+           f"that double what it stores, up to {probe['meta']['budget_gib']:g} GiB resident "
+           f"and {probe['meta']['max_seconds']:g} s a call; what ended each climb is in the "
+           "summary):", "",
+           *largest(runs + [r for r in probe["runs"] if r["status"] == "ok"],
+                    ["sdqlite-arr", "scipy", *FRAMEWORKS])] if probe else
+          [f"The largest problem each system completed within this run's limits "
+           f"({meta['settings']['budget_gib']:g} GiB predicted for a framework, "
+           f"{meta['settings']['max_seconds']:g} s a call; no probe run):", "",
+           *largest(runs, ["sdqlite-arr", "scipy", *FRAMEWORKS])]), "",
         "![matrix kernels, varying density](benchmarks/results/matrixkernels_sp.png)"]
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)

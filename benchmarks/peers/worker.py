@@ -7,7 +7,8 @@ computed as the reference, once per case for all workers (the scipy formula is t
 reference of "arr" itself), the
 system's gradient function is built and called once (the first call: tracing, XLA or g++
 compilation, reported apart), its result is checked against the reference, and only
-then is it timed: the median of ``REPEAT`` warm calls.  Peak memory is the process's
+then is it timed: the median of ``REPEAT`` warm calls (an optional fourth argument:
+fewer, for the probe's large cases).  Peak memory is the process's
 peak resident set during the case (from building the function to the last call) above
 its resident set before it: the kernel's high-water mark is reset per case by writing 5
 to /proc/self/clear_refs, and read from VmHWM in /proc/self/status.
@@ -94,8 +95,9 @@ def agree(got: Any, want: Any) -> str:
 
 
 class Runner:
-    def __init__(self, system: str) -> None:
+    def __init__(self, system: str, repeat: int = REPEAT) -> None:
         self.system = system
+        self.repeat = repeat
         self.compiled: dict[tuple[str, str], Any] = {}
 
     def sdqlite(self, kernel: str, variant: str) -> Any:
@@ -152,7 +154,7 @@ class Runner:
             return {"status": "wrong", "reason": f"disagrees with sdqlite: {wrong}",
                     "first_s": first}
         times = []
-        for _ in range(REPEAT):
+        for _ in range(self.repeat):
             start = time.perf_counter()
             fn()
             times.append(time.perf_counter() - start)
@@ -187,10 +189,10 @@ def interpreter_thunk(kernel: str, data: dict[str, Any]) -> Thunk:
 
 
 def main(argv: list[str]) -> int:
-    system, cases_file, out_file = argv
+    system, cases_file, out_file, *repeat = argv
     single_thread()
     configure(system)
-    runner = Runner(system)
+    runner = Runner(system, int(repeat[0]) if repeat else REPEAT)
     cases = [Case(**c) for c in json.loads(Path(cases_file).read_text())]
     with open(out_file, "a", encoding="utf-8") as out:
         for case in cases:
