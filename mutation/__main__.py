@@ -49,19 +49,31 @@ EQUIVALENT = ROOT / "mutation" / "equivalent.toml"
 REPORT = ROOT / "mutation" / "report.md"
 
 
-def key(module: str, e: Edit) -> tuple[str, str, str, str, str]:
-    return (module, e.function, e.operator, e.original, e.site.text)
+Key = tuple[str, str, str, str, str, str, int]
 
 
-def equivalents() -> dict[tuple[str, str, str, str, str], str]:
-    """The reviewed list: each mutant named by what it changes, with its reason."""
+def key(m: Module, e: Edit) -> Key:
+    """A mutant as the list names it: where (module, function, the line's text and the
+    column in it, indentation aside) and what (operator, source replaced, replacement).
+    Lines move as code is edited; a reviewed entry stays with its line until that line
+    changes, and then no mutant matches it and the run says so."""
+    raw = m.source.splitlines()[e.site.start[0] - 1]
+    indent = len(raw) - len(raw.lstrip())
+    return (m.name, e.function, e.operator, e.original, e.site.text, raw.strip(),
+            e.site.start[1] - indent)
+
+
+def equivalents() -> dict[Key, str]:
+    """The reviewed list: each mutant named by where it is and what it changes, with its
+    reason."""
     data = tomllib.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
     out = {}
     for entry in data.get("equivalent", []):
+        if not entry.get("reason", "").strip() or "line" not in entry or "column" not in entry:
+            raise SystemExit(f"{EQUIVALENT}: an entry needs its line, column and reason: "
+                             f"{entry}")
         k = (entry["module"], entry["function"], entry["operator"], entry["original"],
-             entry["mutant"])
-        if not entry.get("reason", "").strip():
-            raise SystemExit(f"{EQUIVALENT}: an equivalent mutant without a reason: {k}")
+             entry["mutant"], entry["line"], entry["column"])
         out[k] = entry["reason"]
     return out
 
@@ -147,13 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.modules:
         numbers = list(range(1, len(modules[n].mutants) + 1))
         for i in numbers:
-            if (reason := known.get(key(n, modules[n].mutants[i - 1]))) is not None:
+            if (reason := known.get(key(modules[n], modules[n].mutants[i - 1]))) is not None:
                 equivalent[(n, i)] = reason
         live = [i for i in numbers if (n, i) not in equivalent]
         if args.quick is not None:
             live = sorted(rng.sample(live, min(args.quick, len(live))))
         chosen += [(n, i) for i in live]
-    matched = {key(n, e) for n, m in modules.items() for e in m.mutants}
+    matched = {key(m, e) for m in modules.values() for e in m.mutants}
     for stale in sorted(set(known) - matched):  # the code changed under a reviewed entry
         print(f"{EQUIVALENT.name}: no mutant is {stale}: review or remove the entry")
     print(f"{len(chosen)} mutants in {len(args.modules)} modules, {args.jobs} at a time",
