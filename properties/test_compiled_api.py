@@ -152,14 +152,15 @@ def kernel_data(draw: Draw) -> tuple[str, dict[str, Any], dict[str, Input], bool
         x: v if declared else w for x, (_, v, w) in data.items()}, declared
 
 
-def _same(got: Any, want: Value) -> bool:
+def same_entries(got: Any, want: Value) -> bool:
     """A result of the default output — numpy, scipy, a number, or a value where the
     result has no array shape — holds the entries of ``want``."""
     if sp.issparse(got):
         matrix: Any = got  # (issparse narrows to a class without toarray for mypy)
         got = matrix.toarray()
     if isinstance(got, np.ndarray):
-        return bool(np.allclose(got, to_numpy(want, got.shape), rtol=1e-9, atol=1e-12))
+        entries = np.asarray(to_numpy(want, got.shape), dtype=np.float64)  # Fractions too
+        return bool(np.allclose(got, entries, rtol=1e-9, atol=1e-12))
     return values_equal(got, want, rel_tol=1e-9, abs_tol=1e-12)
 
 
@@ -191,7 +192,7 @@ def test_compile_agrees_with_the_interpreter(
         options["formats"] = {k.sparse: data.draw(st.sampled_from(formats_for(sparse_type)))}
     got = _compiled(source, wrt, optimize, "value", options)(**given_data)
     assert values_equal(got, want, rel_tol=1e-9, abs_tol=1e-12), (got, want)
-    assert _same(_compiled(source, wrt, optimize, "auto", options)(**given_data), want)
+    assert same_entries(_compiled(source, wrt, optimize, "auto", options)(**given_data), want)
 
 
 #: an argument each operation fails on (outside its domain, or a result not finite)

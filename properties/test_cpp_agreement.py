@@ -16,7 +16,11 @@ its type admits (``sdqlite.storage``: dict, dense, COO, CSR, CSC, column-major, 
    gradient);
 3. for programs over inputs with declared sizes, on data obeying them, compiled with a
    dense destination where the result's outer layer has a named size
-   (``test_sizes.py``), the result read back as ``codegen/api.py`` reads it is ⟦e⟧(ρ).
+   (``test_sizes.py``), the result read back as ``codegen/api.py`` reads it is ⟦e⟧(ρ);
+4. and, for those programs, read back as ``sdqlite.compile``'s default output reads it
+   (a numpy array where every layer is dense and rectangular from 0, a numpy vector or
+   scipy CSR matrix of reals where the sizes are known and hold every key, else the
+   value), it holds the entries of ⟦e⟧(ρ).
 
 Reals compare to 1e-9 (the C++ sums a hash map's entries in another order); dense
 arrays stored inside dictionaries compare pointwise
@@ -35,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +60,7 @@ from properties.generators import (
     sized_environments,
     sized_programs,
 )
+from properties.test_compiled_api import same_entries
 from properties.test_sizes import sized_tensors
 from sdqlite.ast import Expr
 from sdqlite.errors import EvalError
@@ -197,8 +203,13 @@ def check_batch(batch: list[Case]) -> None:
             assert got_err.value.message == err.message or "overflow" in err.message
             continue
         t = typecheck(p.program, p.ctx)[1]
-        got = _result(run(inputs), k.result, t, p.sizes, p.bounds, "value")
+        out = run(inputs)
+        got = _result(out, k.result, t, p.sizes, p.bounds, "value")
         assert agree(got, want), (Path(built.source), k.name, got, want)
+        if p.sizes:  # the sizes that compile computes: numpy, scipy or a value
+            auto = _result(out, k.result, t, p.sizes, p.bounds, "auto")
+            assert (same_entries(auto, want) if isinstance(auto, np.ndarray)
+                    or sp.issparse(auto) else agree(auto, want)), (k.name, auto, want)
 
 
 @settings(max_examples=EXAMPLES)
