@@ -26,7 +26,10 @@ SDQLite values —
    program does not read, which still needs its data); a program with inputs not
    declared compiles, and is typed by its data at the call; a program of declarations
    only is refused; and the optimizer's limits given to ``compile`` are the ones every
-   saturation of the pipeline keeps to.
+   saturation of the pipeline keeps to;
+7. a result whose every layer is dense is, with the default output, a numpy array of
+   its entries exactly where numpy can hold it (every layer starts at position 0 and is
+   rectangular), else the interpreter's value.
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -56,7 +59,7 @@ from sdqlite.storage import formats_for
 from sdqlite.types import REAL, DictT
 from semantics.convert import from_numpy, to_numpy
 from semantics.run import Input, run
-from semantics.values import Value, type_of, values_equal
+from semantics.values import DenseArray, Value, type_of, values_equal
 
 #: a build for each kernel, wrt, format and option met: few examples, each cheap once built
 EXAMPLES = min(100, settings().max_examples)
@@ -258,6 +261,50 @@ def test_a_failing_operation_fails_where_the_interpreter_says(
         return
     got_value = _compiled(source, None, optimize, "value", {})(**data)
     assert values_equal(got_value, want, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _arrays(depth: int) -> st.SearchStrategy[Any]:
+    """Dense arrays ``depth`` deep, ragged or not, mostly starting at position 0 (an empty
+    one always: it is no value of its type otherwise)."""
+    inner: st.SearchStrategy[Any] = st.sampled_from([0.0, 0.5, -1.5, 2.0])
+    for _ in range(depth):
+        inner = st.lists(inner, max_size=3).flatmap(lambda xs: st.builds(
+            DenseArray, st.just(tuple(xs)), st.sampled_from([0, 0, 0, 1] if xs else [0])))
+    return inner
+
+
+def _numpy_shape(v: Any) -> tuple[int, ...] | None:
+    """The shape of a numpy array holding ``v``: None unless every layer starts at 0 and
+    the arrays of a layer have one length (an empty layer: its own length only)."""
+    if not isinstance(v, DenseArray):
+        return ()
+    if v.start != 0:
+        return None
+    inner = {_numpy_shape(x) for x in v.items}
+    if len(inner) != 1:
+        return (0,) if not inner else None
+    below = inner.pop()
+    return None if below is None else (len(v.items), *below)
+
+
+@settings(max_examples=min(60, settings().max_examples))
+@given(st.integers(1, 3).flatmap(lambda d: st.tuples(st.just(d), _arrays(d))))
+@example((2, DenseArray((DenseArray((1.0, 2.0), 0), DenseArray((3.0,), 0)), 0)))
+@example((1, DenseArray((0.5,), 1)))
+def test_an_array_result_is_a_numpy_array_exactly_where_numpy_can_hold_it(
+        case: tuple[int, DenseArray]) -> None:
+    depth, x = case
+    t = "real"
+    for _ in range(depth):
+        t = f"{{dense_int -> {t}}}"
+    got = _compiled(f"X : {t}\nX", None, False, "auto", {})(X=x)
+    shape = _numpy_shape(x)
+    if shape is None:
+        assert values_equal(got, x), (got, x)
+        return
+    assert isinstance(got, np.ndarray) and got.size == int(np.prod(shape))
+    if got.size:
+        assert got.shape == shape and np.array_equal(got, to_numpy(x)), (got, x)
 
 
 BATAX = KERNELS["BATAX"].source  # A : sparse matrix, beta : real, X : dense vector
