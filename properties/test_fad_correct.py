@@ -5,7 +5,8 @@
   entries of each input), ⟦F[e]⟧(ρ, v) = J_ρ⟦e⟧ · v.
 * Tensorized FAD theorem: ⟦gradient e x⟧ρ equals the oracle's Jacobian of ⟦e⟧ w.r.t.
   the stored entries of x, for x of order 0–2 and outputs of order 0–2; and D_τ[e] with
-  an arbitrary seed S : τ_x ⊗ τ for x' (zero for the other inputs) equals J · S.
+  an arbitrary seed S : τ_x ⊗ τ for x' (zero for the other inputs) equals J · S, also
+  for products of two vectors (rule [mul]'s ``*^T[τ]`` with both orders positive).
 * The oracle itself agrees with central finite differences.
 
 Each statement is checked on Logical SDQLite (the paper's setting) and again on Physical
@@ -32,6 +33,7 @@ from properties.generators import (
     Draw,
     Generated,
     Lang,
+    contexts,
     environments,
     programs,
     seeds,
@@ -170,6 +172,25 @@ def test_tensorized_fad_applies_the_jacobian_to_a_seed(case: SeedCase) -> None:
 
 @given(seed_cases(PHYSICAL))
 def test_tensorized_fad_on_physical_programs(case: SeedCase) -> None:
+    _check_seed(case)
+
+
+@st.composite
+def product_seed_cases(draw: Draw) -> SeedCase:
+    """Seed cases of a product of two vectors, ``e1 * e2 : tensor 2``: rule [mul]'s
+    ``D[e1] *^T[τ] e2`` with both orders positive, which moves τ's indices past e2's (the
+    generated programs reach it rarely)."""
+    ctx = draw(contexts(lang=LOGICAL))
+    e1, e2 = (draw(programs(ctx, tensor(1), max_depth=2, lang=LOGICAL)).expr
+              for _ in range(2))
+    g = Generated(ctx, Mul(e1, e2), tensor(2))
+    x, env = _real_input(draw, g), draw(environments(ctx, exact=True))
+    tau = draw(st.sampled_from([tensor(1), tensor(2)]))
+    return g, x, tau, env, draw(seeds(env[x], ctx[x], tau))
+
+
+@given(product_seed_cases())
+def test_tensorized_fad_of_a_product_of_tensors(case: SeedCase) -> None:
     _check_seed(case)
 
 
