@@ -6,7 +6,8 @@ F[Γ] ⊢ F[e] : F[T].  The expansion of the gradient API is well typed too:
 Γ ⊢ gradient e x : T ⊗ τ_x for every real input x; for a discrete input (int, bool or
 dictionaries of them) or a name that is not an input, ``gradient`` is refused with a
 DiffError that names it; and D_τ itself is defined only for τ a real tensor type (real
-or dictionaries of real): any other τ is a DiffError.
+or dictionaries of real): any other τ is a DiffError.  Scalar FAD multiplies as the
+primal does (Fig. fig:diffrules: ``*^T[real]`` is ``*``): it moves no indices.
 """
 
 import pytest
@@ -15,9 +16,10 @@ from hypothesis import strategies as st
 
 from properties.generators import LOGICAL, PHYSICAL, SPARSE1, SPARSE2, Generated, programs
 from sdqlite.anf import anf
-from sdqlite.ast import Empty, IntConst, Let, Lookup, RealConst, Sum, Var
+from sdqlite.ast import Empty, IntConst, Let, Lookup, RealConst, Single, Sum, Var, subterms
 from sdqlite.fad import DiffError, fad, is_discrete, sparse, tangent_context, tangent_type
 from sdqlite.gradient import gradient
+from sdqlite.names import names_in
 from sdqlite.typecheck import typecheck
 from sdqlite.types import BOOL, INT, REAL, DictT, Type, tensor
 
@@ -52,6 +54,19 @@ def _check_typing(g: Generated, tau: Type, use_anf: bool) -> None:
     d, tangents = fad(e, g.ctx, tau)
     _, dt = typecheck(d, tangent_context(g.ctx, tau, tangents))
     assert dt == tangent_type(t, tau)
+
+
+@given(st.sampled_from([LOGICAL, PHYSICAL]).flatmap(lambda lang: programs(lang=lang)),
+       st.booleans())
+def test_scalar_fad_multiplies_without_moving_indices(g: Generated, use_anf: bool) -> None:
+    """Fig. fig:diffrules: ``*^T[real]`` is ``*``: with τ = real, D builds no one-hot
+    ``{i -> 1.0}`` over a key of its own (the index moves of ``*^T`` for a tensor τ)."""
+    elab, _ = typecheck(g.expr, g.ctx)
+    e = anf(elab) if use_anf else elab
+    d, tangents = fad(e, g.ctx, REAL)
+    own = names_in(d) - names_in(e) - set(tangents.values())
+    assert not [s for s in subterms(d) if isinstance(s, Single) and isinstance(s.key, Var)
+                and s.key.name in own and s.val == RealConst(1.0)]
 
 
 @given(st.sampled_from([LOGICAL, PHYSICAL]).flatmap(lambda lang: programs(lang=lang)),
