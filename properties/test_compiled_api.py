@@ -50,7 +50,7 @@ import sdqlite
 from benchmarks.kernels import KERNELS, P
 from codegen.api import Compiled
 from properties.generators import Draw
-from sdqlite.errors import DataError, EvalError, SDQLiteError, SDQLTypeError
+from sdqlite.errors import CodegenError, DataError, EvalError, SDQLiteError, SDQLTypeError
 from sdqlite.fad import DiffError
 from sdqlite.ops import UNARY_OPS
 from sdqlite.parser import parse_program
@@ -305,6 +305,24 @@ def test_an_array_result_is_a_numpy_array_exactly_where_numpy_can_hold_it(
     assert isinstance(got, np.ndarray) and got.size == int(np.prod(shape))
     if got.size:
         assert got.shape == shape and np.array_equal(got, to_numpy(x)), (got, x)
+
+
+INT64 = 2**63
+
+
+@settings(max_examples=min(20, settings().max_examples))
+@given(st.one_of(st.sampled_from([INT64 - 1, INT64, -INT64, -INT64 - 1, 126, 2**40]),
+                 st.integers(-(2**65), 2**65)))
+def test_an_integer_constant_compiles_exactly_when_it_fits_in_64_bits(n: int) -> None:
+    """8. an integer constant is compiled to its value where it fits in C++'s 64-bit int,
+    and is a located CodegenError where it does not (the interpreter's are unbounded)."""
+    source = str(n)
+    if -INT64 <= n < INT64:
+        assert _compiled(source, None, False, "auto", {})() == n
+        return
+    with pytest.raises(CodegenError) as caught:
+        sdqlite.compile(source)()  # built at the first call, for the data's formats
+    assert "does not fit in 64 bits" in caught.value.message and caught.value.span
 
 
 BATAX = KERNELS["BATAX"].source  # A : sparse matrix, beta : real, X : dense vector

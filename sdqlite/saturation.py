@@ -84,9 +84,10 @@ def encode(e: Expr, ctx: Ctx, scope: tuple[tuple[str, Type], ...] = (),
     """An elaborated expression as a term with de Bruijn indices (innermost binder 0).
 
     ``spans`` collects where each unary operation is in the source, by its term closed
-    over the binders it is under (``_closed``; ``outer`` describes them): ``decode`` gives
-    the operation back its span, so that a failure in the optimized program is reported
-    where the interpreter reports it."""
+    over the binders it is under (``_closed``; ``outer`` describes them), and each
+    integer constant (closed already): ``decode`` gives them back their spans, so that a
+    failure in the optimized program (an operation's, or a constant too large for the
+    C++ backend) is reported where the source has it."""
     def go(x: Expr, inner: tuple[tuple[str, Type], ...] = scope,
            binders: tuple[Term, ...] = outer) -> Term:
         return encode(x, ctx, inner, spans, binders)
@@ -98,7 +99,9 @@ def encode(e: Expr, ctx: Ctx, scope: tuple[tuple[str, Type], ...] = (),
                 if name == x:
                     return Term(("bvar", i, t))
             return Term(("var", x, erase(ctx[x])))
-        case IntConst(n):
+        case IntConst(n):  # located too: one may not fit the C++ backend's int
+            if spans is not None and e.span is not None:
+                spans.setdefault(Term(("int", n)), e.span)
             return Term(("int", n))
         case RealConst(r):
             return Term(("real", r))
@@ -153,8 +156,8 @@ def encode(e: Expr, ctx: Ctx, scope: tuple[tuple[str, Type], ...] = (),
 
 def decode(t: Term, names: NameSupply, scope: tuple[str, ...] = (),
            spans: Mapping[Term, Span] | None = None, outer: tuple[Term, ...] = ()) -> Expr:
-    """A term back to an expression; binders get fresh names, and a unary operation the
-    span ``spans`` gives its closed term (``encode``)."""
+    """A term back to an expression; binders get fresh names, and a unary operation or an
+    integer constant the span ``spans`` gives its closed term (``encode``)."""
     def go(x: Term, inner: tuple[str, ...] = scope, binders: tuple[Term, ...] = outer
            ) -> Expr:
         return decode(x, names, inner, spans, binders)
@@ -167,7 +170,7 @@ def decode(t: Term, names: NameSupply, scope: tuple[str, ...] = (),
             case "var":
                 return Var(op[1])
             case "int":
-                return IntConst(op[1])
+                return IntConst(op[1], span=spans.get(t) if spans else None)
             case "real":
                 return RealConst(op[1])
             case "bool":
