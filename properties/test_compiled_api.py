@@ -29,7 +29,9 @@ SDQLite values —
    saturation of the pipeline keeps to;
 7. a result whose every layer is dense is, with the default output, a numpy array of
    its entries exactly where numpy can hold it (every layer starts at position 0 and is
-   rectangular), else the interpreter's value.
+   rectangular), else the interpreter's value;
+8. an integer constant compiles to its value where it fits in C++'s 64-bit int, and is
+   a CodegenError at its location where it does not (optimized too).
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -314,8 +316,6 @@ INT64 = 2**63
 @given(st.one_of(st.sampled_from([INT64 - 1, INT64, -INT64, -INT64 - 1, 126, 2**40]),
                  st.integers(-(2**65), 2**65)))
 def test_an_integer_constant_compiles_exactly_when_it_fits_in_64_bits(n: int) -> None:
-    """8. an integer constant is compiled to its value where it fits in C++'s 64-bit int,
-    and is a located CodegenError where it does not (the interpreter's are unbounded)."""
     source = str(n)
     if -INT64 <= n < INT64:
         assert _compiled(source, None, False, "auto", {})() == n
