@@ -5,7 +5,8 @@ the oracle's comparisons rest on them:
   however close their floats); with tolerances, an entry on one side only counts as
   zero when it is within ``abs_tol`` of it, the bound included; values of different
   kinds (a number, a dictionary, a dense array) are never equal, and comparing them
-  raises nothing.
+  raises nothing; dense arrays are equal entry by entry at the same positions; a sympy
+  expression equals the number it simplifies to, on either side.
 * ``is_zero`` holds of a sympy expression that expands to zero, and not of one that
   does not.
 * ``has_type`` holds of a scalar for its own type only (a bool is no int, a real no int).
@@ -72,6 +73,25 @@ def test_values_of_different_kinds_are_not_equal(a: Fraction, tol: float) -> Non
         for j, y in enumerate(kinds):
             if i != j:
                 assert not values_equal(x, y, rel_tol=tol, abs_tol=tol), (x, y)
+
+
+@given(fractions, st.integers(-3, 3))
+def test_dense_arrays_are_equal_entry_by_entry_at_the_same_positions(
+        a: Fraction, start: int) -> None:
+    x = DenseArray((a, a + 1), start)
+    assert values_equal(x, DenseArray((a, a + 1), start))
+    assert not values_equal(x, DenseArray((a, a + 1), start + 1), rel_tol=1e-9, abs_tol=1e-9)
+    assert not values_equal(x, DenseArray((a, a + 2), start))  # entry by entry
+    assert not values_equal(x, DenseArray((a,), start))  # and nothing raised
+    assert not values_equal(DenseArray((a, a + 1, a), start), x)
+
+
+@given(st.integers(-5, 5).filter(bool))
+def test_a_sympy_expression_equals_the_number_it_simplifies_to_either_way(c: int) -> None:
+    x = sympy.Symbol("x")
+    e = (x + c) ** 2 - x**2 - 2 * c * x  # c**2, not written so
+    assert values_equal(e, Fraction(c * c)) and values_equal(Fraction(c * c), e)
+    assert not values_equal(e, Fraction(c * c + 1)) and not values_equal(Fraction(c * c + 1), e)
 
 
 @given(st.integers(-5, 5).filter(bool))

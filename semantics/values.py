@@ -285,7 +285,7 @@ def has_type(v: Value, t: Type) -> bool:
         case IntT():
             return isinstance(v, int) and not isinstance(v, bool)
         case RealT():
-            return (isinstance(v, float | Fraction) or is_sympy(v)) and not isinstance(v, bool)
+            return isinstance(v, float | Fraction) or is_sympy(v)  # (a bool is an int)
         case DictT(val, dense):
             if dense:
                 return (isinstance(v, DenseArray) and (bool(v.items) or v.start == 0)
