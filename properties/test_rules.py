@@ -151,7 +151,10 @@ GUARD_COUNTEREXAMPLES: dict[tuple[str, str], tuple[dict[str, Type], str, str]] =
     ("zero-mul-left", "no-dense-result"): (A_DENSE, "0.0 * a", "a = [1.5, 0.0]"),
     ("zero-mul-right", "no-dense-result"): (A_DENSE, "a * 0.0", "a = [1.5, 0.0]"),
     ("mul-normalize-left", "e1-tensor"): (A_DENSE, "a * 2.0", "a = [1.5, 0.0]"),
-    ("mul-normalize-right", "e1-real-e2-tensor"): (A_DENSE, "2.0 * a", "a = [1.5, 0.0]"),
+    ("mul-normalize-right", "e2-tensor"): (A_DENSE, "2.0 * a", "a = [1.5, 0.0]"),
+    # a dictionary e1: the outer product's layers would come out swapped
+    ("mul-normalize-right", "e1-real"): (
+        {"d": DictT(REAL), "e": DictT(REAL)}, "d * e", "d = {0 -> 1.0}; e = {1 -> 2.0}"),
     # a dense factor keeps its position even when the sum is empty
     ("scale-into-sum", "no-dense-result"): (
         {"x": DictT(REAL)}, "[x] * sum(<k, v> in x) v", "x = {}"),

@@ -203,9 +203,8 @@ NO_DENSE_RESULT = Condition(
     lambda m: not _has_dense(m.type))
 LEFT_TENSOR = Condition(
     "e1-tensor", "semantic", "e1 : tensor n, n > 0", lambda m: _is_tensor(m.type_of("e1")))
-LEFT_REAL_RIGHT_TENSOR = Condition(
-    "e1-real-e2-tensor", "semantic", "e1 : real and e2 : tensor n, n > 0",
-    lambda m: isinstance(m.type_of("e1"), RealT) and _is_tensor(m.type_of("e2")))
+RIGHT_TENSOR = Condition(
+    "e2-tensor", "semantic", "e2 : tensor n, n > 0", lambda m: _is_tensor(m.type_of("e2")))
 
 LEFT_REAL = Condition("e1-real", "semantic", "e1 : real",
                       lambda m: isinstance(m.type_of("e1"), RealT))
@@ -287,7 +286,7 @@ RULES: tuple[Rule, ...] = (
          notes="the paper prints v * e1 in the innermost singleton; v is e1's entry, so the "
                "product is v * e2"),
     Rule("mul-normalize-right", NORMALIZATION, FIG, "e1 * e2", _normalize_right, ("e1", "e2"),
-         (LEFT_REAL_RIGHT_TENSOR,),
+         (LEFT_REAL, RIGHT_TENSOR),
          rhs_text="sum(<i_1,v_2> in e2) ... sum(<i_n,v> in v_n) {i_1 -> ... {i_n -> e1 * v}}"),
 )
 
