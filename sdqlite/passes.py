@@ -132,7 +132,7 @@ def iterated_key_lookup(e: Expr, ctx: Ctx) -> PassResult:
     values of ``x``: the one-hot ``x'`` looked up at such a key is ``{i -> 1}``.
     Definitions come from ``let`` (``let x' = sum(<k, v> in X) {k -> b} in ...``)."""
     fired: Counter[str] = Counter()
-    shapes = {x: _Shape(t, whole=True) for x, t in ctx.items() if isinstance(t, DictT)}
+    shapes = {x: t for x, t in ctx.items() if isinstance(t, DictT)}
     names = NameSupply(names_in(e) | set(ctx))
     rounds = 0
     for rounds in range(1, MAX_ROUNDS + 1):  # noqa: B007 - reported
@@ -144,23 +144,15 @@ def iterated_key_lookup(e: Expr, ctx: Ctx) -> PassResult:
 
 
 @dataclass(frozen=True)
-class _Shape:
-    """What is known of a dictionary variable: its declared type, extents included, and
-    whether it is a whole value of it (an input, or an entry stored in one) rather than
-    a lookup's result, which may be an empty zero."""
-
-    type: DictT
-    whole: bool
-
-
-@dataclass(frozen=True)
 class _Scope:
     """What is known at a point of the program.  A *path* is a variable looked up at
     keys (``M``, ``M(i)``, ``M(i)(j)``): what a one-hot iterates."""
 
     defs: dict[str, Sum]  # let-bound names of a one-hot-like sum over a path
     keys: dict[str, tuple[Expr | None, str | None]]  # key binder → (iterated path, extent)
-    shapes: dict[str, _Shape]
+    # a whole dictionary variable → its declared type (extents included): an input, an
+    # entry stored in one, or an alias of one; never a lookup's result (maybe an empty 0)
+    shapes: dict[str, DictT]
     paths: dict[str, Expr]  # a variable that is a path: sum(<k, v> in P) makes v = P(k)
 
     def without(self, names: set[str]) -> _Scope:
@@ -186,7 +178,7 @@ class _Scope:
         """The declared shape of a dictionary expression, where it follows from one."""
         match e:
             case Var(x) if x in self.shapes:
-                return self.shapes[x].type
+                return self.shapes[x]
             case Lookup(d) | Unique(d):
                 t = self.shape(d)
                 inner = t.val if isinstance(t, DictT) and isinstance(e, Lookup) else t
@@ -196,8 +188,8 @@ class _Scope:
     def whole(self, path: Expr) -> DictT | None:
         """The shape of a path whose value is whole: an input or a stored entry of one."""
         match path:
-            case Var(x) if x in self.shapes and self.shapes[x].whole:
-                return self.shapes[x].type
+            case Var(x) if x in self.shapes:
+                return self.shapes[x]
             case Lookup(d, Var(i)) if (t := self.whole(d)) and self.holds(i, d):
                 return t.val if isinstance(t.val, DictT) else None
         return None
@@ -227,7 +219,7 @@ def _keys(e: Expr, sc: _Scope, fired: Counter[str], names: NameSupply) -> Expr:
                 if v != "_" and p is not None:
                     inner.paths[v] = Lookup(p, Var(k))
             if v != "_" and t is not None and isinstance(t.val, DictT):
-                inner.shapes[v] = _Shape(t.val, whole=True)
+                inner.shapes[v] = t.val
             return replace(e, dom=go(dom), body=go(body, inner))
         case Let(x, rhs, body):
             rhs2 = go(rhs)
@@ -235,7 +227,7 @@ def _keys(e: Expr, sc: _Scope, fired: Counter[str], names: NameSupply) -> Expr:
             if _onehot_like(rhs2) and x not in free_vars(rhs2):  # (else x means two things)
                 inner.defs[x] = rhs2  # type: ignore[assignment]
             if (t := sc.whole(rhs2)) is not None:  # an alias of a whole value
-                inner.shapes[x] = _Shape(t, whole=True)
+                inner.shapes[x] = t
             if _is_path(rhs2) and x not in free_vars(rhs2):
                 inner.paths[x] = sc.path(rhs2)
             return replace(e, rhs=rhs2, body=go(body, inner))
