@@ -1,8 +1,9 @@
 """Destination-passing style keeps meaning (§6, "Destination-Passing Style & C++ Code
 Generation"; ``codegen/dps.py``).
 
-For generated Γ ⊢ e : T (Physical SDQLite: every construct, gradients included; and
-loops around nested singletons, whose destinations are keyed paths) and
+For generated Γ ⊢ e : T (Physical SDQLite: every construct, gradients included; loops
+around nested singletons, whose destinations are keyed paths; and singletons whose value
+is a sum or a let, entered by reference) and
 ρ ∈ ⟦Γ⟧, the statements of ``lower(e)`` add exactly ⟦e⟧(ρ) into the destination, with
 DPS (``dest[k] += v`` pushed into the innermost loop) and without it, computed over the
 rationals.  DPS sums in another order than the interpreter, so where dense arrays are
@@ -60,6 +61,7 @@ from sdqlite.ast import (
     Var,
     subterms,
 )
+from sdqlite.parser import parse_expr
 from sdqlite.typecheck import typecheck
 from sdqlite.types import INT, REAL, DictT, Type
 from semantics import values as V
@@ -128,8 +130,21 @@ def keyed_sums(draw: Draw) -> Generated:
     return Generated(SHAPE_CTX, e, typecheck(e, SHAPE_CTX)[1])
 
 
-#: generated programs, and loops around nested singletons, whose DPS adds at keyed paths
-CASES = st.one_of(programs_with_env(exact=True), keyed_sums().flatmap(
+#: singletons whose value needs statements (a sum, a let): DPS enters the entry by
+#: reference and lowers the value into it; random programs of the ``mutation`` profile's
+#: size had none
+ENTERED = [Generated(SHAPE_CTX, e, typecheck(e, SHAPE_CTX)[1]) for e in (
+    parse_expr(f"sum(<k, v> in V) {body}") for body in (
+        "{k -> sum(<j, b> in V) b * v}",
+        "{k -> let w = v * v in w + s}",
+        "{k -> {k -> sum(<j, b> in V) b}}",
+        "{0 -> sum(<j, b> in V) {j -> b * v}}",
+        "{k -> sum(<j, b> in V) {j -> b}} + {k -> {k -> v}}"))]
+
+#: generated programs, loops around nested singletons, whose DPS adds at keyed paths, and
+#: singletons entered by reference
+CASES = st.one_of(programs_with_env(exact=True), st.one_of(
+    keyed_sums(), st.sampled_from(ENTERED)).flatmap(
     lambda g: st.tuples(st.just(g), environments(g.ctx, exact=True))))
 
 
