@@ -31,7 +31,9 @@ SDQLite values —
    its entries exactly where numpy can hold it (every layer starts at position 0 and is
    rectangular), else the interpreter's value;
 8. an integer constant compiles to its value where it fits in C++'s 64-bit int, and is
-   a CodegenError at its location where it does not (optimized too).
+   a CodegenError at its location where it does not (optimized too);
+9. CSR arrays with an entry given twice (in halves) are the matrix of the sums, also
+   for a program that is not linear in them.
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -307,6 +309,30 @@ def test_an_array_result_is_a_numpy_array_exactly_where_numpy_can_hold_it(
     assert isinstance(got, np.ndarray) and got.size == int(np.prod(shape))
     if got.size:
         assert got.shape == shape and np.array_equal(got, to_numpy(x)), (got, x)
+
+
+SQUARES = "A : {int -> {int -> real}}\nsum(<i, r> in A) sum(<j, a> in r) a * a"
+
+
+@settings(max_examples=min(30, settings().max_examples))
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2),
+                          st.integers(-4, 4).filter(bool).map(lambda k: k / 2)),
+                min_size=1, max_size=5, unique_by=lambda e: e[:2]),
+       st.integers(0, 4), st.sampled_from(["csr", "coo", None]))
+def test_csr_arrays_with_an_entry_given_twice_are_read_as_their_sum(
+        entries: list[tuple[int, int, float]], twice: int, fmt: str | None) -> None:
+    """The sum of squares: halves squared add up to half the square."""
+    i, j, x = entries[twice % len(entries)]
+    rows, cols, vals = zip(*entries, strict=True)
+    coo = sp.coo_array((np.array([*vals, x / 2]), (np.array([*rows, i]), np.array([*cols, j]))),
+                       shape=(3, 3))
+    coo.data[twice % len(entries)] = x / 2
+    order = np.argsort(coo.row, kind="stable")
+    indptr = np.searchsorted(coo.row[order], np.arange(4))
+    a = sp.csr_array((coo.data[order], coo.col[order], indptr), shape=(3, 3))
+    assert not a.has_canonical_format
+    got = _compiled(SQUARES, None, False, "auto", {"formats": {"A": fmt} if fmt else None})(A=a)
+    assert got == sum(v * v for _, _, v in entries)
 
 
 INT64 = 2**63
