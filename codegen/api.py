@@ -386,11 +386,12 @@ def _facts(a: Arg) -> list[Layer]:
     t = _with_shape_sizes(a.name, a.type)
     arr = a.data
     layers = D.layers(t)
+    # numpy data have every layer dense, or none (_numpy_type)
     where = None if all(layer.dense for layer in layers) else np.nonzero(arr)
     out = []
     for d, layer in enumerate(layers):
         path = a.name + "(*)" * d
-        if where is None or layer.dense:
+        if where is None:
             out.append(Layer(layer, path, count=arr.shape[d], bound=arr.shape[d]))
         else:
             out.append(Layer(layer, path, keys=_range(where[d]), bound=arr.shape[d]))
