@@ -551,7 +551,8 @@ def guard_shapes(draw: Draw) -> Generated:
       factors and keys that use the key only, the value only, both or neither;
     * ranges whose bounds depend on an outer binder, ``sum(<k,v> in (j+c1 : j+c2)) b``
       with b reading ``(k+c1 : k+c2)(k)`` or ``(j+c1 : j+c2)(k)``, at a key other than k
-      too, and ranges ``(c1 : c2)`` whose bounds read no binder;
+      too, and ranges ``(c1 : c2)`` whose bounds read no binder; the lookup sometimes in
+      an inner sum's domain, which that sum's binders do not cover;
     * binders that shadow an input (``sum(<k, s> in V) ...`` where s is real outside);
     * a lookup of a sum, ``(sum(<k,v> in D) {key -> b})(i)``;
     * half of them inside ``sum(<o, u> in V) ...``, their holes and keys reading o and u:
@@ -603,7 +604,7 @@ def guard_shapes(draw: Draw) -> Generated:
             b1 = scalar(inner, v, vt, t1)
             if draw(st.booleans()):  # zero at the other keys: entries the inner sum drops
                 b1 = If(Eq(Var(k), IntConst(draw(st.integers(0, 2)))), b1)
-            key = draw(st.sampled_from([Var(k), Unique(Var(k))] + (
+            key = draw(st.sampled_from([Var(k), Unique(Var(k)), Unique(Var(k))] + (
                 [Unique(Var(v))] if vt == INT else [])))
             k1, v1 = names.fresh(draw, "k"), binder("v")
             b2 = scalar(_bind(ctx, **{k1: INT, v1: t1}), v1, t1, t)
@@ -642,8 +643,13 @@ def guard_shapes(draw: Draw) -> Generated:
             at = draw(st.sampled_from([(k, k), (j, k), (k, j), (j, j)]))
             at_key: Expr = draw(st.sampled_from(  # or not k: in the range or past it
                 [Var(at[1]), IntConst(c1), IntConst(c2 + 1)]))
-            body = Var(v) if draw(st.integers(0, 3)) == 0 else Lookup(rng(at[0]), at_key)
-            e = Sum(j, u, dom, Sum(k, v, rng(j), Single(body, g(scope, REAL, 1))))
+            lookup, value = Lookup(rng(at[0]), at_key), g(scope, REAL, 1)
+            if draw(st.integers(0, 3)) == 0:  # the lookup in a sum's domain: binders over
+                k2, v2 = names.fresh(draw, "k"), names.fresh(draw, "v")  # its body only
+                inside: Expr = Sum(k2, v2, Single(IntConst(0), lookup), Single(Var(v2), value))
+            else:
+                inside = Single(Var(v) if draw(st.integers(0, 3)) == 0 else lookup, value)
+            e = Sum(j, u, dom, Sum(k, v, rng(j), inside))
         case "lookup-sum":  # (sum(<k,v> in D) {key -> b})(i): lookup is linear
             key = draw(st.sampled_from([Var(k), IntConst(draw(st.integers(0, 2))), *n]))
             i = draw(st.sampled_from([IntConst(draw(st.integers(0, 2))), *n]))

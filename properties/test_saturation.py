@@ -374,6 +374,41 @@ def test_every_class_keeps_its_scope(site: Site) -> None:
     assert not g.data(root).free
 
 
+def range_family() -> list[str]:
+    """Sums over a range inside a sum, ``sum(<j, u> in D) sum(<k, v> in R) B``, where B
+    looks R up at a key (the iteration's own, the outer sum's, a constant in or out of
+    the range, an inner binder) as the body, in an inner sum's domain or body, or under
+    a let, or looks another dictionary up at k: get-range
+    may rewrite only the lookup at k, and only where R means the same (issue: a depth
+    count that put an inner sum's domain under its binders took R(j) for R(k))."""
+    out = []
+    for dom in ("V", "(0:3)"):
+        for rng in ("(1:3)", "(j:j + 2)"):
+            for at in ("k", "v", "j", "0", "3"):
+                look = f"{rng}({at})"
+                for body in (look, f"sum(<k2, v2> in {{0 -> {look}}}) v2",
+                             f"sum(<k2, v2> in V) {look}", f"let w = {look} in w * v",
+                             f"let w = {at} in {rng}(w)"):
+                    out.append(f"sum(<j, u> in {dom}) sum(<k, v> in {rng}) {body}")
+            for body in (f"sum(<k2, v2> in V) {rng}(k2)", "V(k)"):  # other keys, dicts
+                out.append(f"sum(<j, u> in {dom}) sum(<k, v> in {rng}) {body}")
+    return out
+
+
+def test_get_range_is_sound_on_every_program_of_a_small_family() -> None:
+    """Bounded-exhaustive, on data whose keys lie in the ranges and out of them."""
+    ctx: Ctx = {"V": SPARSE1}
+    env = {"V": {0: Fraction(2), 5: Fraction(3)}}
+    fired = Counter[str]()
+    for text in range_family():
+        e, t = typecheck(parse_expr(text), ctx)
+        result = optimize(e, ctx, **LIMITS)  # type: ignore[arg-type]
+        out, t2 = typecheck(result.program, ctx)
+        assert t2 == t and evaluate(e, env, FRACTION) == evaluate(out, env, FRACTION), text
+        fired += result.report.fired
+    assert fired["get-range"] > 10, fired
+
+
 def test_every_saturation_rule_fires() -> None:
     fired: Counter[str] = Counter()
 
