@@ -289,7 +289,10 @@ def probe_text(probe: dict[str, Any] | None, runs: list[Run], st: dict[str, Any]
         f"{m['budget_gib']:g} GiB resident or {m['case_timeout']:g} s. "
         f"{len(ok)} rungs completed above the sweeps; the probe's times are of one warm "
         "call. The peak memory is the growth during the case (above what the process held "
-        "before).", "", *largest(runs + ok, SYSTEMS), "",
+        "before). A rung's watchdog and timeout cover the whole case: making its data and "
+        "sdqlite's reference result as well as the system's calls, so above the sizes "
+        "sdqlite completes, a system's climb is bounded by that check too.", "",
+        *largest(runs + ok, SYSTEMS), "",
         "What ended each system's climb (the first rung not completed):", "",
         *stops_table(probe, PROBED)]
 
