@@ -85,13 +85,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def resident_gib(pid: int) -> float:
     """The process's resident set (0 once it is gone)."""
+    from benchmarks.peers.worker import memory_kib
+
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
+        return memory_kib(pid)[0] / 2**20
     except OSError:
         return 0.0
-    kib = next((line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")),
-               "0")
-    return int(kib) / 2**20
 
 
 def run_worker(system: str, cases: list[Case], timeout: float, progress: Any,
@@ -238,8 +237,9 @@ def run_probe(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
                 mine = probe.climb(system, kernel, runs, run_one, args.budget_gib,
                                    args.max_seconds, args.gflops)
                 if mine:
-                    end = mine[-1]
-                    bar.write(f"{kernel} {system}: {len(mine) - 1} rungs completed, then "
+                    end = probe.stops(mine)[(system, kernel)]
+                    done = sum(r["status"] == "ok" for r in mine)
+                    bar.write(f"{kernel} {system}: {done} rungs completed, stopped at "
                               f"n = {end['n']:,}: {end['status']}: {end.get('reason', '')}")
                 climbed += mine
                 minutes = round((time.time() - began) / 60, 1)

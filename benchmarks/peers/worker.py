@@ -63,9 +63,9 @@ def configure(system: str) -> None:
         tf.config.threading.set_inter_op_parallelism_threads(1)
 
 
-def memory_kib() -> tuple[int, int]:
-    """(resident, peak resident) in KiB, from /proc/self/status."""
-    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text()
+def memory_kib(pid: int | str = "self") -> tuple[int, int]:
+    """(resident, peak resident) in KiB, from /proc/PID/status."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text()
                   .splitlines() if ":" in line)
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
 
