@@ -793,3 +793,31 @@ def lookup_family() -> Iterator[str]:
         if text not in seen:
             seen.add(text)
             yield text
+
+
+#: SIZED_CTX and two inputs of no declared size: y dense, W sparse
+FAMILY_CTX: Ctx = {**SIZED_CTX, "y": DictT(REAL, dense=True), "W": DictT(REAL)}
+
+
+def sized_lookup_family() -> Iterator[tuple[str, str]]:
+    """Every program of a small family around the declared-extent lookup, over
+    FAMILY_CTX (x and V1 of size n, M sparse m×n, X2 dense m×n, y and W unsized), with
+    its one-hot's domain Q; some ill-typed (skipped):
+
+        sum(<k1, v1> in P) [let d = sum(<k, a> in Q) {k -> b} in]
+            sum(<k3, v3> in R) {0 -> d(key)}
+
+    P = x, V1, M, X2 or W; Q a vector: x, V1, y, a row of M or X2 at k1 or at 0; R the
+    same, W or P; key = k1 or k3; b strict in a or not.  Whether ``key`` is stored in Q
+    turns on every part of the reason: Q dense (V1 is not), Q's size that of the layer
+    ``key`` iterates (m for P = M or X2, n for x, V1 and rows, none for y and W: two
+    unknown sizes are not the same), and, for a row of X2, the row itself stored, so k1
+    a key of X2's (a row of X2 at a key of size n is empty when n > m)."""
+    for p, q, let, r, key, b in itertools.product(
+            ["x", "V1", "M", "X2", "W"], ["x", "V1", "y", "M(k1)", "X2(k1)", "X2(0)"],
+            [True, False], ["x", "V1", "W", "M(k1)", "X2(k1)", "X2(0)", "P"], ["k1", "k3"],
+            ["a * 1.5", "s' + 1.0"]):
+        onehot = f"sum(<k, a> in {q}) {{k -> {b}}}"
+        d = "d" if let else f"({onehot})"
+        look = f"sum(<k3, v3> in {p if r == 'P' else r}) {{0 -> {d}({key})}}"
+        yield q, f"sum(<k1, v1> in {p}) " + (f"let d = {onehot} in {look}" if let else look)

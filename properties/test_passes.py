@@ -33,6 +33,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from properties.generators import (
+    FAMILY_CTX,
     SHAPE_CTX,
     SIZED_CTX,
     Draw,
@@ -41,6 +42,7 @@ from properties.generators import (
     lookup_family,
     lookup_shapes,
     sized_environments,
+    sized_lookup_family,
     sized_programs,
 )
 from properties.test_rules import assert_same_meaning, places, rewrite_sites
@@ -88,6 +90,8 @@ def test_a_pass_reports_what_it_did(site: tuple[Generated, Expr]) -> None:
         assert all(n > 0 for n in r.fired.values()), r.fired
         if not r.fired:
             assert show(r.program) == show(elab) and r.rounds == 1
+        else:  # the last round is the one that changed nothing
+            assert r.rounds >= 2, r
         again = run(r.program, g.ctx)
         assert (again.rounds, again.fired) == (1, Counter())
         late = run(elab, g.ctx, time.perf_counter() + 3600)
@@ -234,6 +238,46 @@ def test_lookup_within_a_declared_extent_fires_on_generated_gradients() -> None:
 
     collect()
     assert fired["iterated-key-lookup (declared-extent)"] >= 10, fired
+
+
+def _sized(n: int, m: int) -> dict[str, Value]:
+    """ρ obeying FAMILY_CTX with sizes n and m: V1 misses a key of x, M a row, and W has
+    a key past y's end."""
+    row = [Fraction(i + 1) for i in range(n)]
+    return {"x": dense(row), "V1": {n - 1: Fraction(2)}, "s'": Fraction(1),
+            "M": {0: {n - 1: Fraction(4)}, m - 1: {0: Fraction(5)}},
+            "X2": dense([dense([x * (i + 1) for x in row]) for i in range(m)]),
+            "y": dense([Fraction(7)]), "W": {0: Fraction(3), 2: Fraction(1)}}
+
+
+def test_lookup_within_a_declared_extent_is_sound_on_every_program_of_a_small_family(
+        ) -> None:
+    """Bounded-exhaustive: every well-typed program of ``sized_lookup_family`` keeps its
+    meaning on inputs that obey their sizes, with n above m and below it (so a key of
+    size n is past the last row of X2, or a row key past the end of x); and the
+    declared-extent reason fires on one-hots over x and over a row of X2 at a key (a row
+    is whole when its key is stored; ``X2(0)`` is no path: m may be 0)."""
+    envs = [_sized(3, 2), _sized(2, 3)]
+    for env in envs:
+        check_extents({x: (t, env[x], None) for x, t in FAMILY_CTX.items()})
+    checked, fired = 0, {q: Counter[str]() for q in ("x", "X2(k1)")}
+    for q, text in sized_lookup_family():
+        try:
+            e, t = typecheck(parse_expr(text), FAMILY_CTX)
+        except SDQLiteError:
+            continue
+        result = iterated_key_lookup(e, FAMILY_CTX)
+        out, t2 = typecheck(result.program, FAMILY_CTX)
+        assert t2 == t, text
+        for env in envs:
+            assert values_equal(evaluate(e, env, FRACTION), evaluate(out, env, FRACTION)), \
+                (text, show(out))
+        checked += 1
+        if q in fired:
+            fired[q] += result.fired
+    assert checked > 1000, checked
+    assert all(fired[q]["iterated-key-lookup (declared-extent)"] > 0
+               for q in ("x", "X2(k1)")), fired
 
 
 def test_the_declared_extent_is_needed() -> None:
