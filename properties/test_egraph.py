@@ -2,7 +2,8 @@
 
 * Congruence closure holds after ``rebuild``: after any unions, every node is canonical
   and indexed under its class, and no two classes hold the same canonical node (so
-  a = b implies f(a) = f(b)).
+  a = b implies f(a) = f(b)); and ``generation``, which caches of the graph are keyed
+  by, has moved on exactly when a union merged two classes.
 * Extraction returns a member of the root class, and with sound rules (commutativity,
   associativity, units, distributivity) a term of the same value: ⟦extract(t)⟧ = ⟦t⟧ for
   every assignment; and never a costlier term than the one put in.
@@ -115,10 +116,18 @@ def test_congruence_closure_after_rebuild(ts: list[Term], unions: list[tuple[int
                                           probe: tuple[int, int]) -> None:
     g: EGraph[object] = EGraph()
     all_ids = [g.add_term(s) for t in ts for s in subterms(t)]
+    merged, before = False, g.generation
     for i, j in unions:
-        g.union(all_ids[i % len(all_ids)], all_ids[j % len(all_ids)])
+        a, b = all_ids[i % len(all_ids)], all_ids[j % len(all_ids)]
+        merged |= g.find(a) != g.find(b)
+        g.union(a, b)
     g.rebuild()
     assert_congruence_closed(g)
+    # the generation, what caches of the graph are keyed by, moves on with every change
+    assert (g.generation > before) == merged
+    generation = g.generation
+    g.rebuild()
+    assert g.generation == generation
     # f(a) = f(b) whenever a = b: wrapping both sides in a fresh operator agrees
     a, b = all_ids[probe[0] % len(all_ids)], all_ids[probe[1] % len(all_ids)]
     if g.find(a) == g.find(b):

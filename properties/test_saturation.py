@@ -10,7 +10,8 @@
   costlier than its input under the cost model.
 * Scoping (``saturation._scoped``): after saturation with every rule, each class's typed
   free de Bruijn indices are those of each of its nodes — no union merged classes of
-  different scopes — and the root's are none, so every extracted program is closed.
+  different scopes — and the root's are none, so every extracted program is closed;
+  and each class has a type, that of each of its nodes (no union merged two types).
 * The same on programs shaped around the guarded rules' left sides
   (``generators.guard_shapes``: sums of a strict and a non-strict operand, keys and
   factors using one binder of two, ranges whose bounds depend on an outer binder,
@@ -69,7 +70,17 @@ from sdqlite.ast import (
     Var,
     children,
 )
-from sdqlite.egraph import ClassId, EGraph, ENode, Rewrite, Term, ematch, extract, run
+from sdqlite.egraph import (
+    ClassId,
+    EGraph,
+    ENode,
+    PNode,
+    Rewrite,
+    Term,
+    ematch,
+    extract,
+    run,
+)
 from sdqlite.errors import SDQLiteError
 from sdqlite.gradient import gradient
 from sdqlite.names import NameSupply, alpha_normal, names_in
@@ -86,6 +97,7 @@ from sdqlite.saturation import (
     decode,
     encode,
     in_scope,
+    is_keep,
     new_egraph,
     optimize,
     shift,
@@ -311,6 +323,32 @@ def test_every_program_in_the_root_class_is_sound(site: Site, data: st.DataObjec
 
 
 @given(st.one_of(rewrite_sites(), guard_shapes().map(
+    lambda g: (g, typecheck(g.expr, g.ctx)[0]))), st.data())
+def test_each_rule_alone_is_sound_where_its_result_is_taken(site: Site,
+                                                             data: st.DataObject) -> None:
+    """A rule's result is sound where extraction takes it, not only where it is cheapest:
+    each rule whose left side matches, run alone, then extracted under a cost model that
+    makes the operator of its left side dear (so ``d(a)`` is read as get-to-sum's
+    ``sum(<k,v> in d) if k = a then v``, a sum as sum-to-get's ``let``), gives a program
+    with the input's meaning."""
+    g0, elab = site
+    names = NameSupply(names_in(elab) | set(g0.ctx))
+    for _, (_, rw) in sorted(SATURATION_RULES.items()):
+        g: EGraph[Info] = new_egraph()
+        root = g.add_term(encode(elab, g0.ctx))
+        if not any(True for c in g.class_ids() for _ in ematch(g, rw.lhs, c)):
+            continue
+        run(g, [rw], **LIMITS)  # type: ignore[arg-type]
+        dear = rw.lhs.op if isinstance(rw.lhs, PNode) else None
+
+        def cost(node: ENode, kids: list[float], dear: object = dear) -> float:
+            return (0 if is_keep(node.op) else 1000 if node.op == dear else 1) + sum(kids)
+
+        program = decode(extract(g, root, cost)[1], names)
+        assert_same_meaning(site, typecheck(program, g0.ctx)[0], data)
+
+
+@given(st.one_of(rewrite_sites(), guard_shapes().map(
     lambda g: (g, typecheck(g.expr, g.ctx)[0]))))
 def test_no_rewrite_needs_indices_its_match_does_not_have(site: Site) -> None:
     """A rule's result mentions only free indices its match mentions (a rewrite cannot
@@ -369,8 +407,9 @@ def test_every_class_keeps_its_scope(site: Site) -> None:
     run(g, [rw for _, rw in SATURATION_RULES.values()], **LIMITS)  # type: ignore[arg-type]
     analysis = SDQLiteAnalysis()
     for cid in g.class_ids():
-        for node in g.nodes(cid):
-            assert analysis.make(g, node).free == g.data(cid).free, (node, g.data(cid))
+        assert g.data(cid).type is not None, g.data(cid)
+        for node in g.nodes(cid):  # its scope, and its type: no union merged two types
+            assert analysis.make(g, node) == g.data(cid), (node, g.data(cid))
     assert not g.data(root).free
 
 

@@ -649,8 +649,7 @@ def _sum_to_get_guard(g: EGraph[Info], cid: ClassId, s: Subst) -> bool:
 def _get_to_sum(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     """d(a) ~> sum(<k,v> in d) if k = a↑2 then v"""
     d = g.data(s["d"]).type
-    if not isinstance(d, DictT):
-        return None
+    assert isinstance(d, DictT)  # every class is typed (test_every_class_keeps_its_scope)
     test = g.add(ENode("eq", (g.add(ENode(("bvar", 1, INT))), _moved("a", 2)(g, s))))
     body = g.add(ENode("if", (test, g.add(ENode(("bvar", 0, d.val))))))
     return g.add(ENode("sum", (s["d"], body)))
