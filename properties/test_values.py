@@ -9,7 +9,10 @@ the oracle's comparisons rest on them:
   expression equals the number it simplifies to, on either side.
 * ``is_zero`` holds of a sympy expression that expands to zero, and not of one that
   does not.
-* ``has_type`` holds of a scalar for its own type only (a bool is no int, a real no int).
+* ``has_type`` holds of a scalar for its own type only (a bool is no int, a real no int),
+  and of a dictionary only if its keys are ints (not bools, reals or strings).
+* ``inner_extents_forgotten`` keeps arrays outside dictionaries as they are and reads
+  those stored under a key as the dictionary of their non-zero positions.
 * ``stored_zero`` finds no zero entry in a canonical value, and in a value with one
   stored zero finds exactly its keys (the error for such data names where it is).
 * The interpreter refuses a range or sub-array of more than ``MAX_DENSE`` positions
@@ -41,6 +44,7 @@ from semantics.values import (
     Value,
     dense,
     has_type,
+    inner_extents_forgotten,
     is_zero,
     stored_zero,
     values_equal,
@@ -109,6 +113,38 @@ def test_a_scalar_has_its_own_type_only(case: tuple[Type, Value]) -> None:
     t, v = case
     for other in SCALARS:
         assert has_type(v, other) == (other == t), (v, other)
+
+
+ENTRY_TYPES: list[Type] = [REAL, INT, DictT(REAL)]
+
+
+@given(st.sampled_from(ENTRY_TYPES).flatmap(
+    lambda t: st.tuples(st.just(t), values(DictT(t), exact=True).filter(bool))),
+    st.data(), st.sampled_from([True, False, 1.0, Fraction(1, 2), "0", None]))
+def test_a_dictionary_has_int_keys_only(case: tuple[Type, Value], data: st.DataObject,
+                                        key: object) -> None:
+    """A canonical dictionary has its type; with one key replaced by a bool, a real, a
+    string or None it has none (the data check rests on it)."""
+    t, v = case
+    assert isinstance(v, dict) and has_type(v, DictT(t))
+    old = data.draw(st.sampled_from(sorted(v)))
+    bad = {**{k: x for k, x in v.items() if k not in (old, key)}, key: v[old]}  # True == 1
+    assert not has_type(bad, DictT(t)), bad
+
+
+DENSE2 = DictT(DictT(REAL, dense=True), dense=True)
+
+
+@given(values(DENSE2, exact=True))
+def test_only_arrays_under_a_dictionary_forget_their_extents(v: Value) -> None:
+    """``inner_extents_forgotten`` keeps a top-level array and the arrays in it (their
+    positions are the value's shape), and reads an array stored under a dictionary key
+    as the dictionary of its non-zero positions."""
+    assert isinstance(v, DenseArray)
+    assert inner_extents_forgotten(v) == v
+    assert inner_extents_forgotten({3: v}) == {3: {
+        p: {q: x for q, x in enumerate(row, row.start) if x}
+        for p, row in enumerate(v, v.start) if any(row)}}
 
 
 @given(st.integers(0, 3), st.sampled_from(["({lo}:{hi})", "[1.0, 2.0]({lo}:{hi})"]))
