@@ -48,6 +48,10 @@ class Native:
         self.buffer.restype = ctypes.c_int64
         self.free = lib.sdql_output_free
         self.free.argtypes = [ctypes.c_void_p]
+        self.free.restype = None
+        self.live = lib.sdql_outputs_live  # results not yet freed (none between calls)
+        self.live.argtypes = []
+        self.live.restype = ctypes.c_int64
 
     def __call__(self, inputs: list[Buffers]) -> Buffers:
         """Run on the inputs' buffers (in the kernel's input order); the result's buffers."""

@@ -20,6 +20,7 @@
 #include <boost/unordered/unordered_flat_map.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cfenv>
 #include <cmath>
 #include <cstdint>
@@ -390,10 +391,16 @@ template <class T> T decode(void* const* data, i64& next) {
   return decode_at<T>(L, data[next++], 0);
 }
 
+inline std::atomic<i64> outputs_live{0};  // results made and not yet released
+
 struct output {
   std::vector<std::vector<i64>> index;  // ptr, idx per layer
   std::vector<double> reals;
   std::vector<i64> ints;
+  output() { ++outputs_live; }
+  ~output() { --outputs_live; }
+  output(const output&) = delete;
+  output& operator=(const output&) = delete;
 };
 
 template <class T> void encode_at(const T& x, output& o, int level);
@@ -478,4 +485,5 @@ sdql::i64 sdql_output_buffer(const sdql::output* o, sdql::i64 k, const void** da
 }
 
 void sdql_output_free(sdql::output* o) { delete o; }
+sdql::i64 sdql_outputs_live() { return sdql::outputs_live; }
 }

@@ -22,6 +22,9 @@ and calling (``codegen/native.py``), DESIGN.md "Build and load".
    domain or range failure is the interpreter's own message at the kernel's span (no
    span for a status that names none); overflow, memory and out-of-size writes have
    their own messages; a buffer handed back is copied, element for element.
+6. *Python calls the object as C++ defines it, and releases what it hands back*: each
+   function Python calls is declared to ctypes with C++'s return type and parameter
+   sizes, and after every call, succeeded or failed, no result is left unreleased.
 """
 
 from __future__ import annotations
@@ -362,3 +365,48 @@ def test_a_buffer_handed_back_is_copied_element_for_element(
         data[0] += 1  # a copy, not a view of memory the kernel will free
         assert copied[0] != data[0]
     assert N._copy(data.ctypes.data, 0, dtype).shape == (0,)
+
+
+# ---- 6. the boundary's declarations, and results released ---------------------------------
+
+#: C++ types of the extern "C" functions, as ctypes declares them (a pointer: its size)
+C_TYPES: dict[str, Any] = {"sdql::i64": ctypes.c_int64, "int": ctypes.c_int, "void": None}
+PROTOTYPE = re.compile(r"^(?:extern \"C\" )?([\w:]+) (sdql_\w+)\(([^)]*)\) \{", re.M)
+
+
+def _prototypes(text: str) -> dict[str, tuple[str, list[str]]]:
+    return {name: (ret, [p.rsplit(" ", 1)[0] for p in params.split(", ") if p])
+            for ret, name, params in PROTOTYPE.findall(text)}
+
+
+def test_ctypes_declares_each_function_as_the_cpp_does(native: N.Native) -> None:
+    """Each function Python calls in a kernel's object — the entry point, the result's
+    buffers, their release, the count of results not released — is declared to ctypes
+    as C++ defines it: the same return type (a 64-bit length, not C's default int) and
+    parameters of the same sizes (law 6)."""
+    runtime = (Path(N.__file__).parent / "sdqlite_runtime.h").read_text()
+    found = {**_prototypes(runtime), **_prototypes(native.kernel.source)}
+    declared = {native.kernel.entry: native.entry, "sdql_output_buffer": native.buffer,
+                "sdql_output_free": native.free, "sdql_outputs_live": native.live}
+    assert set(declared) == set(found), (sorted(found), sorted(declared))
+    for name, fn in declared.items():
+        ret, params = found[name]
+        assert fn.restype is C_TYPES[ret], (name, ret, fn.restype)
+        assert [ctypes.sizeof(a) for a in fn.argtypes] == [
+            ctypes.sizeof(C_TYPES.get(p, ctypes.c_void_p)) for p in params], (name, params)
+
+
+@settings(max_examples=min(20, settings().max_examples))
+@given(st.lists(st.sampled_from([1.0, 4.0, -1.0, 0.25]), min_size=1, max_size=4))
+def test_every_result_is_released(native: N.Native, xs: list[float]) -> None:
+    """After each call, succeeded or failed (log(-1)), no result the kernel made is left
+    unreleased (law 6)."""
+    compiled = sdqlite.compile("x : real\nlog(x) + sqrt(x)")
+    for x in xs:
+        spec = compiled.specialize(compiled.read({"x": x}))
+        assert spec.native is not None
+        try:
+            compiled(x=x)
+        except EvalError:
+            assert x < 0
+        assert spec.native.live() == 0

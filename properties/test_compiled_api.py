@@ -19,8 +19,8 @@ SDQLite values —
    operation's location), optimized or not; a real overflow is a real overflow.
 5. data that cannot be read as their input (a missing or extra input, a dtype with no
    SDQLite type, a number that is not finite, another shape than declared, a stored
-   zero, a Python type it does not read, a format for no input) are a DataError that
-   names the input, raised before anything is built.
+   zero, a bool where a real is declared, a Python type it does not read, a format for
+   no input) are a DataError that names the input, raised before anything is built.
 6. a program whose inputs are all declared is checked by ``compile`` itself, before any
    data (a type error, a gradient w.r.t. an input that is not real, or w.r.t. one the
    program does not read, which still needs its data); a program with inputs not
@@ -91,7 +91,8 @@ def kernel_data(draw: Draw) -> tuple[str, dict[str, Any], dict[str, Input], bool
     a sparse vector is its nonzeros when the vector is declared, an array otherwise)."""
     kernel = draw(st.sampled_from(sorted(KERNELS)))
     m, n = draw(st.integers(0, 4)), draw(st.integers(0, 4))
-    halves = st.integers(-4, 4).map(lambda k: k / 2)  # exact in binary: sums agree
+    # exact in binary (sums agree), zero about half the time: sparse data with gaps
+    halves = st.one_of(st.just(0.0), st.integers(-4, 4).map(lambda k: k / 2))
 
     def dense_matrix(rows: int, cols: int) -> Any:
         return np.array([[draw(halves) for _ in range(cols)] for _ in range(rows)],
@@ -362,7 +363,7 @@ def bad_data(draw: Draw) -> tuple[str, dict[str, Any], str, str]:
     a: Any = sp.random(n, n, density=0.6, format="csr", random_state=draw(st.integers(0, 99)))
     data: dict[str, Any] = {"A": a, "beta": 0.5, "X": np.ones(n)}
     match draw(st.sampled_from(["missing", "extra", "complex", "inf", "ndim", "list",
-                                "bool", "zero", "scalar", "shape"])):
+                                "bool", "bool-scalar", "zero", "scalar", "shape"])):
         case "missing":
             name = draw(st.sampled_from(sorted(data)))
             del data[name]
@@ -400,6 +401,9 @@ def bad_data(draw: Draw) -> tuple[str, dict[str, Any], str, str]:
         case "bool":
             data["X"] = np.ones(n, dtype=bool)
             return BATAX, data, "X", "bool"
+        case "bool-scalar":  # an int is a real where a real is declared; a bool is not
+            data["beta"] = draw(st.sampled_from([True, False, np.bool_(True)]))
+            return BATAX, data, "beta", "declared real but its data is bool"
         case "zero":
             data["A"] = {0: {0: 1.0, 1: 0.0}}
             return BATAX, data, "A", "stores a zero at A(0)(1)"
@@ -425,6 +429,48 @@ def test_bad_data_is_a_data_error_naming_the_input(
     message = caught.value.message
     assert name in message and fragment in message, (message, name, fragment)
     assert "internal" not in message
+
+
+SCALARS = "n : int\nx : real\nif n = 2 then x"
+
+
+@given(st.integers(-3, 3), st.one_of(st.integers(-3, 3), st.floats(-3, 3)),
+       st.sampled_from(["n", "x"]), st.sampled_from([True, np.bool_(False), {0: 1.0}, 1.5]))
+def test_python_scalars_are_read_as_their_declared_type(n: int, x: float, name: str,
+                                                        bad: Any) -> None:
+    """An int where a real is declared is that real; an int where an int is declared
+    stays one; a bool, a dictionary, or a real where an int is declared, is a DataError
+    naming the input (law 5)."""
+    compiled = _compiled(SCALARS, None, False, "auto", {})
+    args = compiled.read({"n": n, "x": x})
+    assert (type(args["n"].data), args["n"].data) == (int, n)
+    assert (type(args["x"].data), args["x"].data) == (float, x)
+    assert compiled(n=n, x=x) == (x if n == 2 else 0.0)
+    if name == "x" and bad == 1.5:
+        return  # a real is a real
+    with pytest.raises(DataError, match=f"input {name} is declared"):
+        compiled.read({"n": n, "x": x, name: bad})
+
+
+SIZED = "x : {dense_int[n] -> real}\nV : {int[n] -> real}\nsum(<i, v> in V) x(i) * v"
+
+
+@given(st.lists(st.sampled_from([0.0, 1.0, -2.5]), min_size=1, max_size=6),
+       st.integers(1, 4))
+def test_an_array_given_for_sparse_keys_of_a_size_keeps_within_it(
+        v: list[float], n: int) -> None:
+    """A numpy array given for an input declared sparse with keys of a size is its
+    non-zero entries: zeros past the size are no entries, a non-zero one is a DataError
+    naming the input and the key (law 5)."""
+    compiled = _compiled(SIZED, None, False, "auto", {})
+    x = np.arange(1.0, n + 1)
+    past = [k for k, a in enumerate(v) if a and k >= n]
+    if past:
+        with pytest.raises(DataError, match=r"input V has key (\d+) outside int\[n\]") as e:
+            compiled(x=x, V=np.array(v))
+        assert int(e.value.message.split()[4]) in past
+    else:
+        assert compiled(x=x, V=np.array(v)) == sum(x[k] * a for k, a in enumerate(v) if a)
 
 
 @given(st.sampled_from(["A", "X", "nope", "beta2"]),

@@ -44,6 +44,7 @@ from properties.generators import (
     Names,
     environments,
     gen,
+    programs,
     programs_with_env,
 )
 from sdqlite.ast import (
@@ -63,7 +64,7 @@ from sdqlite.ast import (
 )
 from sdqlite.parser import parse_expr
 from sdqlite.typecheck import typecheck
-from sdqlite.types import INT, REAL, DictT, Type
+from sdqlite.types import BOOL, INT, REAL, DictT, Type
 from semantics import values as V
 from semantics.interp import evaluate
 from semantics.values import FRACTION, Value, inner_extents_forgotten
@@ -141,10 +142,13 @@ ENTERED = [Generated(SHAPE_CTX, e, typecheck(e, SHAPE_CTX)[1]) for e in (
         "{0 -> sum(<j, b> in V) {j -> b * v}}",
         "{k -> sum(<j, b> in V) {j -> b}} + {k -> {k -> v}}"))]
 
-#: generated programs, loops around nested singletons, whose DPS adds at keyed paths, and
-#: singletons entered by reference
+SCALAR_RESULTS: list[Type] = [BOOL, INT]
+#: generated programs, loops around nested singletons, whose DPS adds at keyed paths,
+#: singletons entered by reference, and programs of a bool or int result (assigned, not
+#: added)
 CASES = st.one_of(programs_with_env(exact=True), st.one_of(
-    keyed_sums(), st.sampled_from(ENTERED)).flatmap(
+    keyed_sums(), st.sampled_from(ENTERED),
+    st.sampled_from(SCALAR_RESULTS).flatmap(lambda t: programs(type=t))).flatmap(
     lambda g: st.tuples(st.just(g), environments(g.ctx, exact=True))))
 
 
