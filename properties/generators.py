@@ -775,20 +775,26 @@ def lookup_family() -> Iterator[str]:
 
     names from {i, j, r, w}; P = M or V; Q = P, M(k1) or M(0); R = Q, M(k1) or P; the
     one-hot in place of d or let-bound; key = k1 or k3; b strict in a, not strict, or a
-    sum or a let binding i around a (which ``_entry`` must not let capture the key)."""
+    sum or a let binding i around a (which ``_entry`` must not let capture the key), or
+    ``a * a1`` under a value binder a1, the name a fresh a would get; and k1 bound anew
+    between the let and the lookup (where the let's one-hot reads the old k1)."""
     seen = set()
-    for k1, v1, p, q, let, wrap, r, k3, v3, key, b in itertools.product(
-            ["i", "j"], ["r", "i"], ["M", "V"], ["{p}", "M({k1})", "M(0)"], [True, False],
+    for k1, v1, p, q, let, wrap, r, k3, v3, key, b, rebind in itertools.product(
+            ["i", "j"], ["r", "i", "a1"], ["M", "V"], ["{p}", "M({k1})", "M(0)"], [True, False],
             [False, True], ["{q}", "M({k1})", "{p}"], ["i", "j"], ["w", "i"],
             ["{k1}", "{k3}"],
-            ["a * 1.5", "s + 1.0", "sum(<i, x> in V) x * a", "let i = 2.0 in a * i"]):
-        if v1 == k1 or v3 == k3 or (not wrap and key == "{k3}"):
+            ["a * 1.5", "s + 1.0", "sum(<i, x> in V) x * a", "let i = 2.0 in a * i", "a * a1"],
+            [False, True]):
+        if v1 == k1 or v3 == k3 or (not wrap and key == "{k3}") or (v1 == "a1") != (
+                b == "a * a1") or (rebind and not (let and wrap)):
             continue
         dom = str(q).format(p=p, k1=k1)
         onehot = f"sum(<k, a> in {dom}) {{k -> {b}}}"
         look = f"{{n -> {'d' if let else '(' + onehot + ')'}({str(key).format(k1=k1, k3=k3)})}}"
         if wrap:
             look = f"sum(<{k3}, {v3}> in {str(r).format(q=dom, p=p, k1=k1)}) {look}"
+        if rebind:  # k1 bound anew between the one-hot's let and its lookup
+            look = f"sum(<{k1}, x> in V) {look}"
         text = f"sum(<{k1}, {v1}> in {p}) " + (f"let d = {onehot} in {look}" if let else look)
         if text not in seen:
             seen.add(text)

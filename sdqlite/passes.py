@@ -270,7 +270,7 @@ def _entry(s: Sum, i: str, names: NameSupply) -> Expr:
     capture = bool(bound & ({i} | free_vars(entry)))
     if s.val == "_":
         return Let(s.key, Var(i), b) if capture else substitute(b, s.key, Var(i))
-    v = names.fresh(s.val.rstrip("'0123456789") or "v")
+    v = names.fresh(s.val.rstrip("'0123456789"))  # a name starts with a letter or _
     b = rename(b, s.val, v)
     if capture:
         return Let(v, entry, Let(s.key, Var(i), b))
