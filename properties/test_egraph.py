@@ -20,7 +20,9 @@
   union deep in a term reaches every ancestor, however many levels up).
 * The back-off schedule is egg's: a rule with more than ``match_limit · 2^b`` matches in
   an iteration (b its bans so far) is refused and banned for ``ban_length · 2^b``
-  iterations, running again at the iteration the ban ends.
+  iterations, running again at the iteration the ban ends; and ``run`` keeps to it (a
+  refused rule fires nowhere in that iteration).
+* A rule whose left side is a pattern variable matches every class, and fires.
 """
 
 from collections.abc import Iterator
@@ -274,3 +276,25 @@ def test_the_back_off_schedule_is_eggs(matches: list[int], limit: int, length: i
             until = iteration + length * 2**bans
             bans += 1
         assert s.can_run("other", iteration)  # a ban is the rule's own
+
+
+@given(terms, st.integers(0, 3))
+def test_run_refuses_a_rule_over_its_match_limit_and_matches_variable_patterns(
+        t: Term, limit: int) -> None:
+    """``run`` consults its scheduler: in the first iteration a rule with more matches
+    than the limit fires nowhere; and a rule whose left side is a variable matches every
+    class, and fires."""
+    g: EGraph[object] = EGraph()
+    g.add_term(t)
+    classes = len(g.class_ids())
+    wrap = Rewrite("wrap", X, _p("+", X, _p("0")))
+    matches = {rw.name: sum(1 for c in g.class_ids() for _ in ematch(g, rw.lhs, c))
+               for rw in [*RULES, wrap]}
+    assert matches["wrap"] == classes
+    report = run(g, [wrap, *RULES], iter_limit=1,
+                 scheduler=BackoffScheduler(match_limit=limit, ban_length=5))
+    for name, n in matches.items():
+        if n > limit:
+            assert report.fired[name] == 0, (name, n, limit)
+    if classes <= limit:
+        assert report.fired["wrap"] > 0

@@ -23,8 +23,12 @@
   an e-graph is extracted as itself, at the cost the table gives it, and a saturated
   program's extraction costs what the table gives the program extracted.
 * Every program of the root class is sound, not only the cheapest: extracted under a
-  random cost model, it has the input's meaning.
-* Every rule fires on some generated program.
+  random cost model, it has the input's meaning; and each rule's result is sound where
+  extraction takes it (run alone, its left side's operator made dear).
+* The representative the appliers of an iteration share is, after each iteration, what
+  a fresh extraction gives.
+* Every rule fires on some generated program, and a guard admits its boundary instance
+  (``BOUNDARY_INSTANCES``: sum-to-get's key read from the nearest outer binder).
 * Every guard is needed: without it the rule rewrites some instance wrongly
   (``SATURATION_GUARD_COUNTEREXAMPLES``, one entry per guard of every guarded rule but
   the zero rules, whose condition only completes the pattern).  Guards that no
@@ -74,6 +78,7 @@ from sdqlite.egraph import (
     ClassId,
     EGraph,
     ENode,
+    Extractor,
     PNode,
     Rewrite,
     Term,
@@ -93,6 +98,7 @@ from sdqlite.saturation import (
     SDQLiteAnalysis,
     _alias,
     _has_dense,
+    _representative,
     cost_model,
     decode,
     encode,
@@ -103,6 +109,7 @@ from sdqlite.saturation import (
     shift,
     strict,
     substitute,
+    without_keep,
 )
 from sdqlite.typecheck import Ctx, synth, typecheck
 from sdqlite.types import INT, REAL, DictT, Type, tensor
@@ -413,21 +420,53 @@ def test_every_class_keeps_its_scope(site: Site) -> None:
     assert not g.data(root).free
 
 
+@given(rewrite_sites())
+def test_a_representative_is_the_cheapest_term_after_every_iteration(site: Site) -> None:
+    """``_representative``'s table, shared by the appliers of an iteration, is made anew
+    when the graph has changed: after each iteration it gives what a fresh extraction
+    gives (a stale table would hand the rules a costlier term)."""
+    g0, elab = site
+    g: EGraph[Info] = new_egraph()
+    root = g.add_term(encode(elab, g0.ctx))
+    rules = [rw for _, rw in SATURATION_RULES.values()]
+    for _ in range(3):
+        _representative(g, root)
+        run(g, rules, iter_limit=1, node_limit=3000, time_limit=20.0)
+        fresh = without_keep(Extractor(g, cost_model(g)).find_best(root)[1])
+        assert _representative(g, root) == fresh
+
+
+#: (rule, Γ, a program where the rule must fire: its guard holds at the boundary)
+BOUNDARY_INSTANCES: list[tuple[str, Ctx, str]] = [
+    # the key tested is the nearest binder outside the sum (de Bruijn index 2): independent
+    ("sum-to-get", {"V": SPARSE1, "n": INT}, "let o = n + 1 in sum(<k, v> in V) if k = o then v"),
+]
+
+
+def test_each_guard_admits_its_boundary_instance() -> None:
+    for rule, ctx, text in BOUNDARY_INSTANCES:
+        e = typecheck(parse_expr(text), ctx)[0]
+        result = optimize(e, ctx, rules=[rule], **LIMITS)  # type: ignore[arg-type]
+        assert result.report.fired[rule] > 0, (rule, text)
+
+
 def range_family() -> list[str]:
     """Sums over a range inside a sum, ``sum(<j, u> in D) sum(<k, v> in R) B``, where B
-    looks R up at a key (the iteration's own, the outer sum's, a constant in or out of
-    the range, an inner binder) as the body, in an inner sum's domain or body, or under
-    a let, or looks another dictionary up at k: get-range
+    looks R up at a key (the iteration's own, the outer sum's key or value, a constant in
+    or out of the range, an inner binder) as the body, in an inner sum's domain or body,
+    under one let or two, or as a product's last factor, or looks another dictionary up
+    at k: get-range
     may rewrite only the lookup at k, and only where R means the same (issue: a depth
     count that put an inner sum's domain under its binders took R(j) for R(k))."""
     out = []
-    for dom in ("V", "(0:3)"):
+    for dom in ("V", "(0:5)"):
         for rng in ("(1:3)", "(j:j + 2)"):
-            for at in ("k", "v", "j", "0", "3"):
+            for at in ("k", "v", "j", "0", "3", *(["u"] if dom != "V" else [])):
                 look = f"{rng}({at})"
                 for body in (look, f"sum(<k2, v2> in {{0 -> {look}}}) v2",
                              f"sum(<k2, v2> in V) {look}", f"let w = {look} in w * v",
-                             f"let w = {at} in {rng}(w)"):
+                             f"let w = {at} in {rng}(w)",
+                             f"let w = {at} in let z = 1 in {rng}(w) + z", f"2 * {look}"):
                     out.append(f"sum(<j, u> in {dom}) sum(<k, v> in {rng}) {body}")
             for body in (f"sum(<k2, v2> in V) {rng}(k2)", "V(k)"):  # other keys, dicts
                 out.append(f"sum(<j, u> in {dom}) sum(<k, v> in {rng}) {body}")
