@@ -472,11 +472,14 @@ def _result(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
                 return arr
         elif scalar_of(t) == REAL and len(layers) <= 2 and None not in shape:
             dims = [int(n) for n in shape if n is not None]
-            whole = stored != t and bufs[1].tolist() == [0] and len(bufs[-1] if len(
-                layers) == 1 else bufs[2]) == dims[0] + (len(layers) - 1)
+            whole = stored != t  # a dense destination: positions 0 .. dims[0]-1 (buffers())
+            assert not whole or (bufs[1].tolist() == [0] and len(
+                bufs[2 if len(layers) == 2 else -1]) == dims[0] + len(layers) - 1)
             if whole and len(layers) == 1:  # an array of the right size already
                 return bufs[-1]
             keys, vals = D.to_coo(bufs, stored)
+            # the result's sizes bound its keys (test_sizes.py): the check keeps a bug
+            # there from making a wrong array
             if all(len(k) == 0 or (k.min() >= 0 and k.max() < n)
                    for k, n in zip(keys, dims, strict=True)):
                 if len(layers) == 1:

@@ -384,6 +384,7 @@ def test_ctypes_declares_each_function_as_the_cpp_does(native: N.Native) -> None
     buffers, their release, the count of results not released — is declared to ctypes
     as C++ defines it: the same return type (a 64-bit length, not C's default int) and
     parameters of the same sizes (law 6)."""
+    native = N.Native(native.built, native.kernel)  # declared here, not by the fixture
     runtime = (Path(N.__file__).parent / "sdqlite_runtime.h").read_text()
     found = {**_prototypes(runtime), **_prototypes(native.kernel.source)}
     declared = {native.kernel.entry: native.entry, "sdql_output_buffer": native.buffer,

@@ -2,13 +2,14 @@
 Generation"; ``codegen/dps.py``).
 
 For generated Γ ⊢ e : T (Physical SDQLite: every construct, gradients included; loops
-around nested singletons, whose destinations are keyed paths; and singletons whose value
-is a sum or a let, entered by reference) and
-ρ ∈ ⟦Γ⟧, the statements of ``lower(e)`` add exactly ⟦e⟧(ρ) into the destination, with
-DPS (``dest[k] += v`` pushed into the innermost loop) and without it, computed over the
-rationals.  DPS sums in another order than the interpreter, so where dense arrays are
-stored inside dictionaries the two agree pointwise (``inner_extents_forgotten``: an
-all-zero array entry is dropped with its extent); everywhere else exactly.  The
+around nested singletons, whose destinations are keyed paths; singletons whose value
+is a sum or a let, entered by reference; conditionals around loops; programs shaped
+around the rules' guards; bool and int results, assigned) and ρ ∈ ⟦Γ⟧, the statements
+of ``lower(e)`` add exactly ⟦e⟧(ρ) into the destination, with DPS (``dest[k] += v``
+pushed into the innermost loop) and without it, computed over the rationals.  DPS sums
+in another order than the interpreter, so where dense arrays are stored inside
+dictionaries the two agree pointwise (``inner_extents_forgotten``: an all-zero array
+entry is dropped with its extent); everywhere else exactly.  The
 statements' expressions are pure (no ``sum``/``let``), so the emitter can print each as
 one C++ expression.
 
@@ -44,6 +45,7 @@ from properties.generators import (
     Names,
     environments,
     gen,
+    guard_shapes,
     programs,
     programs_with_env,
 )
@@ -142,12 +144,21 @@ ENTERED = [Generated(SHAPE_CTX, e, typecheck(e, SHAPE_CTX)[1]) for e in (
         "{0 -> sum(<j, b> in V) {j -> b * v}}",
         "{k -> sum(<j, b> in V) {j -> b}} + {k -> {k -> v}}"))]
 
+#: conditionals whose branch needs statements (a loop, an entry): DPS guards them with
+#: ``When``, which random programs of the ``mutation`` profile's size seldom reach; and a
+#: domain marked unique
+CONDITIONAL = [Generated(SHAPE_CTX, e, typecheck(e, SHAPE_CTX)[1]) for e in map(parse_expr, (
+    "sum(<k, v> in V) if k = 1 then {k -> v}",
+    "sum(<k, v> in V) if not(k = 0) then {k -> sum(<j, b> in V) b * v}",
+    "sum(<i, r> in M) if i = 1 then {i -> sum(<j, a> in r) {j -> a}}",
+    "sum(<k, v> in unique(V)) if k = 0 then v * 2.0"))]
 SCALAR_RESULTS: list[Type] = [BOOL, INT]
 #: generated programs, loops around nested singletons, whose DPS adds at keyed paths,
-#: singletons entered by reference, and programs of a bool or int result (assigned, not
-#: added)
+#: singletons entered by reference, conditionals around statements, programs shaped around
+#: the rules' guards (conditionals on the key, unique keys, ranges), and programs of a bool
+#: or int result (assigned, not added)
 CASES = st.one_of(programs_with_env(exact=True), st.one_of(
-    keyed_sums(), st.sampled_from(ENTERED),
+    keyed_sums(), st.sampled_from(ENTERED), st.sampled_from(CONDITIONAL), guard_shapes(),
     st.sampled_from(SCALAR_RESULTS).flatmap(lambda t: programs(type=t))).flatmap(
     lambda g: st.tuples(st.just(g), environments(g.ctx, exact=True))))
 
