@@ -4,6 +4,7 @@ which reads the failing test from the pipe ``SDQLITE_MUTANT_PIPE``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
@@ -16,7 +17,8 @@ class _Plugin:
         self.pipe, self.code = pipe, 0
 
     def pytest_runtestloop(self, session: Any) -> bool:
-        self.code = run_items(session.items, self.pipe)
+        limits = json.loads(os.environ.get("SDQLITE_MUTANT_LIMITS", "{}"))
+        self.code = run_items(session.items, self.pipe, limits)
         return True
 
 

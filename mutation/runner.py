@@ -15,9 +15,11 @@
    while the tests are collected, to build an example, runs as written there: the
    tests themselves run with the mutant.)
    A child over its time limit (in CPU seconds: three times its tests' recorded time,
-   plus 30 s) is killed and the mutant counted as killed by a timeout (a mutant that
-   makes a loop run away).  The properties' survivors are then run
-   against ``tests/`` too, for the whole suite's score.
+   plus 30 s), or one of whose tests is over its own (three times its recorded time,
+   plus 10 s), is killed and the mutant counted as killed by a timeout (a mutant that
+   makes a loop run away: stopped in the test that runs away, not after them all).
+   The properties' survivors are then run against ``tests/`` too, for the whole
+   suite's score.
 """
 
 from __future__ import annotations
@@ -255,15 +257,18 @@ class MutatePlugin:
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, 1)
                 os.dup2(devnull, 2)
+                limits = {t: test_limit(self.recording["tests"][t]["seconds"])
+                          for t in j.tests}
                 if j.fresh:
                     env = {**os.environ, "SDQLITE_MUTANT": f"{j.module}:{j.number}",
-                           "SDQLITE_MUTANT_PIPE": str(write)}
+                           "SDQLITE_MUTANT_PIPE": str(write),
+                           "SDQLITE_MUTANT_LIMITS": json.dumps(limits)}
                     os.set_inheritable(write, True)
                     os.execve(sys.executable, [sys.executable, "-m", "mutation.child",
                                                *j.tests], env)
                 setattr(sys.modules[j.module], GLOBAL, j.number)
                 _clear_caches()
-                os._exit(run_items([items[t] for t in j.tests], write))
+                os._exit(run_items([items[t] for t in j.tests], write, limits))
             except BaseException:
                 os._exit(3)
         os.close(write)
@@ -290,7 +295,7 @@ class MutatePlugin:
 
     def _outcome(self, r: _Running) -> Outcome:
         seconds = time.monotonic() - r.started
-        if r.exit is None:
+        if r.exit is None or r.exit == -signal.SIGPROF:  # over the run's or a test's limit
             return Outcome("timeout", "", r.job.scope, seconds)
         if r.exit == 0:
             return Outcome("survived", "", "", seconds)
@@ -329,14 +334,24 @@ def _clear_caches() -> None:
                     value.cache_clear()
 
 
-def run_items(items: Iterable[Any], pipe: int) -> int:
-    """Run test items in order; the first failure is written to ``pipe``: exit 1."""
+def test_limit(recorded: float) -> float:
+    """A test's own limit in CPU seconds: three times its recorded time, plus 10 s."""
+    return 3 * recorded + 10
+
+
+def run_items(items: Iterable[Any], pipe: int, limits: dict[str, float] | None = None
+              ) -> int:
+    """Run test items in order; the first failure is written to ``pipe``: exit 1.  A test
+    over its limit in ``limits`` (CPU seconds) ends the process by SIGPROF."""
     from _pytest.runner import runtestprotocol
 
     items = list(items)
     for i, item in enumerate(items):
+        if limits and item.nodeid in limits:
+            signal.setitimer(signal.ITIMER_PROF, limits[item.nodeid])
         reports = runtestprotocol(item, nextitem=items[i + 1] if i + 1 < len(items) else None,
                                   log=False)
+        signal.setitimer(signal.ITIMER_PROF, 0)
         if any(r.failed for r in reports):
             os.write(pipe, (item.nodeid + "\n").encode())
             return 1
