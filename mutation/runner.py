@@ -3,7 +3,9 @@
 1. *Record* (a process of its own, cached in ``.mutation/`` by the sources' hash): the
    whole suite runs once under the ``mutation`` Hypothesis profile (``conftest.py``:
    derandomized, 100 examples, no shrinking) with every ``__mutant__`` a
-   ``Recorder``; for each test, which mutants it reached and how long it took.  A test
+   ``Recorder``; for each test, which mutants it reached and how long it took, and
+   which mutants setting up a shared fixture reached (set up in the first test that
+   asks for it: every test that uses it counts as reaching them).  A test
    that fails here stops the run: the gate must pass on the code as written.
 2. *Mutate*: a pytest session imports the instrumented modules and collects the suite
    once; then for each mutant a forked child sets ``__mutant__`` and runs the tests that
@@ -33,10 +35,12 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from mutation.operators import Edit, edits
 from mutation.schemata import GLOBAL, Finder, Recorder, instrument
@@ -85,7 +89,7 @@ def install(modules: Sequence[Module], initial: dict[str, object]) -> Finder:
 def sources_hash() -> str:
     h = hashlib.sha256()
     """What the recording depends on: the code, the tests, and how mutants are made."""
-    files = [ROOT / "mutation" / "operators.py", ROOT / "mutation" / "schemata.py"]
+    files = [ROOT / "mutation" / f for f in ("operators.py", "schemata.py", "runner.py")]
     for folder in ("sdqlite", "semantics", "codegen", "properties", "tests", "paper_examples"):
         files += sorted((ROOT / folder).rglob("*.py")) + sorted((ROOT / folder).rglob("*.sdql"))
     for f in files:
@@ -100,6 +104,19 @@ class RecordPlugin:
     def __init__(self, recorders: dict[str, Recorder]) -> None:
         self.recorders = recorders
         self.tests: dict[str, dict[str, Any]] = {}
+        # what setting up a fixture shared by several tests reached: it is set up in the
+        # first test that asks for it, yet every test that uses it depends on that code
+        self.fixtures: dict[str, dict[str, set[int]]] = {}
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any) -> Iterator[None]:
+        before = {n: set(r.hits) for n, r in self.recorders.items()}
+        yield
+        if fixturedef.scope != "function":
+            reached = self.fixtures.setdefault(fixturedef.argname, {})
+            for n, r in self.recorders.items():
+                if new := r.hits - before[n]:
+                    reached.setdefault(n, set()).update(new)
 
     def pytest_runtestloop(self, session: Any) -> bool:
         from _pytest.runner import runtestprotocol
@@ -114,7 +131,8 @@ class RecordPlugin:
             self.tests[item.nodeid] = {
                 "seconds": round(time.perf_counter() - start, 3),
                 "failed": any(r.failed for r in reports),
-                "hits": {n: sorted(r.hits) for n, r in self.recorders.items() if r.hits}}
+                "hits": {n: sorted(r.hits) for n, r in self.recorders.items() if r.hits},
+                "fixtures": list(item.fixturenames)}
             print(f"\rrecording: {i + 1}/{len(items)} tests", end="", file=sys.__stderr__,
                   flush=True)
         print(file=sys.__stderr__)
@@ -130,7 +148,9 @@ def record(modules: Sequence[Module]) -> dict[str, Any]:
     plugin = RecordPlugin(recorders)
     pytest.main([*PYTEST_ARGS, *[str(ROOT / s) for s in SUITE]], plugins=[plugin])
     failed = [t for t, r in plugin.tests.items() if r["failed"]]
-    return {"tests": plugin.tests, "failed": failed}
+    fixtures = {f: {n: sorted(ids) for n, ids in hits.items()}
+                for f, hits in plugin.fixtures.items() if hits}
+    return {"tests": plugin.tests, "failed": failed, "fixtures": fixtures}
 
 
 # ---- phase 2: the mutants -------------------------------------------------------------------
@@ -181,8 +201,13 @@ class MutatePlugin:
         tests = self.recording["tests"]
         reached: dict[tuple[str, int], list[str]] = {}
         module_tests: dict[str, set[str]] = {}
+        shared = self.recording.get("fixtures", {})
         for t, r in tests.items():
-            for n, ids in r["hits"].items():
+            hits = {n: set(ids) for n, ids in r["hits"].items()}
+            for f in r.get("fixtures", []):  # what its shared fixtures' setup reached
+                for n, ids in shared.get(f, {}).items():
+                    hits.setdefault(n, set()).update(ids)
+            for n, ids in hits.items():
                 module_tests.setdefault(n, set()).add(t)
                 for i in ids:
                     reached.setdefault((n, i), []).append(t)
