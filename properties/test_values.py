@@ -2,8 +2,9 @@
 the oracle's comparisons rest on them:
 
 * ``values_equal`` is exact over the rationals (two different fractions are different,
-  however close their floats); with tolerances, an entry on one side only counts as
-  zero when it is within ``abs_tol`` of it, the bound included; values of different
+  however close their floats); a relative tolerance alone is one; with tolerances, an
+  entry on one side only counts as zero when it is within ``abs_tol`` of it, the bound
+  included; values of different
   kinds (a number, a dictionary, a dense array) are never equal, and comparing them
   raises nothing; dense arrays are equal entry by entry at the same positions; a sympy
   expression equals the number it simplifies to, on either side.
@@ -60,6 +61,9 @@ def test_values_equal_is_exact_over_the_rationals(a: Fraction, b: Fraction) -> N
     tiny = a + Fraction(1, 10**30)  # the same float as a, another rational
     assert not values_equal(a, tiny)
     assert values_equal(a, tiny, rel_tol=1e-12, abs_tol=1e-12)
+    if a:  # a relative tolerance alone: within it, a nearby number is equal
+        assert values_equal(a, a * (1 + Fraction(1, 10**15)), rel_tol=1e-12)
+        assert not values_equal(a, a * (1 + Fraction(1, 10**9)), rel_tol=1e-12)
 
 
 @given(fractions.filter(bool))

@@ -16,3 +16,15 @@ def test_each_reviewed_equivalent_names_exactly_one_mutant_of_the_code() -> None
     named = Counter(k for name in TARGETS for m in [Module.load(name)]
                     for e in m.mutants if (k := key(m, e)) in listed)
     assert {k: named[k] for k in listed if named[k] != 1} == {}
+
+
+def test_no_mutant_is_listed_twice() -> None:
+    """Two entries for one mutant would count it once while the list reads as two."""
+    import tomllib
+
+    from mutation.__main__ import EQUIVALENT
+
+    entries = tomllib.loads(EQUIVALENT.read_text())["equivalent"]
+    keys = Counter((e["module"], e["function"], e["operator"], e["original"], e["mutant"],
+                    e["line"], e["column"]) for e in entries)
+    assert [k for k, n in keys.items() if n > 1] == []
