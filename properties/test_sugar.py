@@ -6,7 +6,8 @@ fig:api).
    ⌈log₂ n⌉ deep, and up to three entries it is the left-nested sum of the definition.
 2. ``onehot[tensor n] x`` is defined exactly for real tensor types; its value is 1 at
    ``(i₁, …, iₙ, i₁, …, iₙ)`` for each entry ``(i₁, …, iₙ)`` that x stores, and nothing
-   else (an independent walk of x).
+   else (an independent walk of x); it is one sum per layer of x, the innermost binding
+   no value (``_``): it reads where x stores, never what.
 3. ``zero[T]`` is T's zero (a canonical value of T that ``is_zero``); ``zero[bool]`` is
    not defined.
 4. ``-e`` ≜ ``-1 * e`` (a literal's negation is the negative literal) and ``a - b`` ≜
@@ -26,7 +27,7 @@ from hypothesis import strategies as st
 
 from properties.generators import values
 from sdqlite import sugar
-from sdqlite.ast import Add, Expr, IntConst, Let, Mul, RealConst, Single, Var
+from sdqlite.ast import Add, Expr, IntConst, Let, Mul, RealConst, Single, Sum, Var
 from sdqlite.errors import ParseError
 from sdqlite.names import NameSupply
 from sdqlite.typecheck import typecheck
@@ -93,7 +94,21 @@ def test_onehot_is_one_on_the_diagonal_of_the_stored_entries(
             sugar.onehot(t, Var("x"), names.fresh)
         return
     x = data.draw(values(t, exact=True))
-    e = typecheck(sugar.onehot(t, Var("x"), names.fresh), {"x": t})[0]
+    raw = sugar.onehot(t, Var("x"), names.fresh)
+    # one sum per layer, each iterating the value the one outside it binds, and the
+    # innermost binding none (`_`): x's values are never read, only where it stores
+    binders, node = [], raw
+    while isinstance(node, Sum):
+        binders.append(node.val)
+        assert isinstance(node.body, Single)
+        node = node.body.val
+    layers = 0
+    leaf_t: Type = t
+    while isinstance(leaf_t, DictT):
+        leaf_t, layers = leaf_t.val, layers + 1
+    assert len(binders) == layers and binders[-1:] == ["_"][:layers], binders
+    assert "_" not in binders[:-1], binders
+    e = typecheck(raw, {"x": t})[0]
     want: Value = Fraction(1)
     if isinstance(t, DictT):
         want = {}
