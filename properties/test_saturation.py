@@ -28,7 +28,8 @@
 * The representative the appliers of an iteration share is, after each iteration, what
   a fresh extraction gives.
 * Every rule fires on some generated program, and a guard admits its boundary instance
-  (``BOUNDARY_INSTANCES``: sum-to-get's key read from the nearest outer binder).
+  (``BOUNDARY_INSTANCES``: sum-to-get's key read from the nearest outer binder, fusion's
+  unique value of a range); the iteration limit is egg's default.
 * Every guard is needed: without it the rule rewrites some instance wrongly
   (``SATURATION_GUARD_COUNTEREXAMPLES``, one entry per guard of every guarded rule but
   the zero rules, whose condition only completes the pattern).  Guards that no
@@ -95,6 +96,7 @@ from sdqlite.printer import show
 from sdqlite.saturation import (
     SATURATION_RULES,
     Info,
+    Limits,
     SDQLiteAnalysis,
     _alias,
     _has_dense,
@@ -440,6 +442,9 @@ def test_a_representative_is_the_cheapest_term_after_every_iteration(site: Site)
 BOUNDARY_INSTANCES: list[tuple[str, Ctx, str]] = [
     # the key tested is the nearest binder outside the sum (de Bruijn index 2): independent
     ("sum-to-get", {"V": SPARSE1, "n": INT}, "let o = n + 1 in sum(<k, v> in V) if k = o then v"),
+    # over a range the value is the position: unique(v) is as injective as the key
+    ("sum-sum-vert-fuse-2", {"V": SPARSE1},
+     "sum(<k1, v1> in sum(<k, v> in (0:3)) {unique(v) -> V(v)}) v1 * 2.0"),
 ]
 
 
@@ -448,6 +453,11 @@ def test_each_guard_admits_its_boundary_instance() -> None:
         e = typecheck(parse_expr(text), ctx)[0]
         result = optimize(e, ctx, rules=[rule], **LIMITS)  # type: ignore[arg-type]
         assert result.report.fired[rule] > 0, (rule, text)
+
+
+def test_the_iteration_limit_is_eggs_default() -> None:
+    """30 iterations, egg's ``Runner`` default (the other limits are this project's)."""
+    assert Limits().iter_limit == 30
 
 
 def range_family() -> list[str]:
