@@ -17,9 +17,10 @@
    while the tests are collected, to build an example, runs as written there: the
    tests themselves run with the mutant.)
    A child over its time limit (in CPU seconds: three times its tests' recorded time,
-   plus 30 s), or one of whose tests is over its own (three times its recorded time,
-   plus 10 s), is killed and the mutant counted as killed by a timeout (a mutant that
-   makes a loop run away: stopped in the test that runs away, not after them all).
+   plus 30 s), or one of whose tests is over its own (three times its recorded time
+   and that of setting up the shared fixtures it uses, plus 10 s), is killed and the
+   mutant counted as killed by a timeout (a mutant that makes a loop run away: stopped
+   in the test that runs away, not after them all).
    The properties' survivors are then run against ``tests/`` too, for the whole
    suite's score.
 """
@@ -107,16 +108,24 @@ class RecordPlugin:
         # what setting up a fixture shared by several tests reached: it is set up in the
         # first test that asks for it, yet every test that uses it depends on that code
         self.fixtures: dict[str, dict[str, set[int]]] = {}
+        self.fixture_seconds: dict[str, float] = {}  # and how long setting it up took
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any) -> Iterator[None]:
-        before = {n: set(r.hits) for n, r in self.recorders.items()}
+        saved = {n: set(r.hits) for n, r in self.recorders.items()}
+        for r in self.recorders.values():
+            r.hits.clear()  # in place: the recorder's __eq__ is this set's add
+        start = time.perf_counter()
         yield
+        seconds = time.perf_counter() - start
+        for n, r in self.recorders.items():
+            if fixturedef.scope != "function" and r.hits:
+                self.fixtures.setdefault(fixturedef.argname, {}).setdefault(
+                    n, set()).update(r.hits)
+            r.hits |= saved[n]
         if fixturedef.scope != "function":
-            reached = self.fixtures.setdefault(fixturedef.argname, {})
-            for n, r in self.recorders.items():
-                if new := r.hits - before[n]:
-                    reached.setdefault(n, set()).update(new)
+            name = fixturedef.argname
+            self.fixture_seconds[name] = max(self.fixture_seconds.get(name, 0.0), seconds)
 
     def pytest_runtestloop(self, session: Any) -> bool:
         from _pytest.runner import runtestprotocol
@@ -150,7 +159,8 @@ def record(modules: Sequence[Module]) -> dict[str, Any]:
     failed = [t for t, r in plugin.tests.items() if r["failed"]]
     fixtures = {f: {n: sorted(ids) for n, ids in hits.items()}
                 for f, hits in plugin.fixtures.items() if hits}
-    return {"tests": plugin.tests, "failed": failed, "fixtures": fixtures}
+    return {"tests": plugin.tests, "failed": failed, "fixtures": fixtures,
+            "fixture_seconds": plugin.fixture_seconds}
 
 
 # ---- phase 2: the mutants -------------------------------------------------------------------
@@ -282,8 +292,7 @@ class MutatePlugin:
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, 1)
                 os.dup2(devnull, 2)
-                limits = {t: test_limit(self.recording["tests"][t]["seconds"])
-                          for t in j.tests}
+                limits = {t: test_limit(self._seconds(t)) for t in j.tests}
                 if j.fresh:
                     env = {**os.environ, "SDQLITE_MUTANT": f"{j.module}:{j.number}",
                            "SDQLITE_MUTANT_PIPE": str(write),
@@ -298,6 +307,13 @@ class MutatePlugin:
                 os._exit(3)
         os.close(write)
         return _Running(j, pid, read, j.timeout, time.monotonic())
+
+    def _seconds(self, test: str) -> float:
+        """A test's recorded time, and that of setting up each shared fixture it uses
+        (in a child, whichever test runs first sets them up)."""
+        r = self.recording["tests"][test]
+        setup: dict[str, float] = self.recording.get("fixture_seconds", {})
+        return float(r["seconds"]) + sum(setup.get(f, 0.0) for f in r.get("fixtures", []))
 
     def _wait(self, running: list[_Running]) -> _Running:
         while True:
