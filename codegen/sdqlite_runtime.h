@@ -432,11 +432,11 @@ template <class T> void encode_at(const T& x, output& o, int level) {
 }
 
 template <class T> output* encode(const T& x) {
-  auto* o = new output;
+  auto o = std::make_unique<output>();  // released if encoding throws (bad_alloc)
   o->index.resize(std::size_t(2 * depth<T>::value));
   for (std::size_t l = 0; l < o->index.size(); l += 2) o->index[l].push_back(0);
   encode_at(x, *o, 0);
-  return o;
+  return o.release();
 }
 
 // Run a kernel: clear the floating-point flags, report failures through `st`.
