@@ -808,7 +808,7 @@ FAMILY_CTX: Ctx = {**SIZED_CTX, "y": DictT(REAL, dense=True), "W": DictT(REAL)}
 def sized_lookup_family() -> Iterator[tuple[str, str]]:
     """Every program of a small family around the declared-extent lookup, over
     FAMILY_CTX (x and V1 of size n, M sparse m×n, X2 dense m×n, y and W unsized), with
-    its one-hot's domain Q; some ill-typed (skipped):
+    its one-hot's domain Q (every one well-typed):
 
         sum(<k1, v1> in P) [let d = sum(<k, a> in Q) {k -> b} in]
             sum(<k3, v3> in R) {0 -> d(key)}

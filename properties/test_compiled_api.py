@@ -20,7 +20,10 @@ SDQLite values —
 5. data that cannot be read as their input (a missing or extra input, a dtype with no
    SDQLite type, a number that is not finite, another shape than declared, a stored
    zero, a bool where a real is declared, a Python type it does not read, a format for
-   no input) are a DataError that names the input, raised before anything is built.
+   no input) are a DataError that names the input, raised before anything is built;
+   while a Python int where a real is declared is that real, an int declared int stays
+   one, and zeros past the declared size of a numpy array given for sparse sized keys
+   are no entries (a non-zero there is a DataError naming the key).
 6. a program whose inputs are all declared is checked by ``compile`` itself, before any
    data (a type error, a gradient w.r.t. an input that is not real, or w.r.t. one the
    program does not read, which still needs its data); a program with inputs not
