@@ -112,20 +112,21 @@ class RecordPlugin:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any) -> Iterator[None]:
+        if fixturedef.scope == "function":  # set up anew in each test: its own hits
+            yield
+            return
         saved = {n: set(r.hits) for n, r in self.recorders.items()}
         for r in self.recorders.values():
             r.hits.clear()  # in place: the recorder's __eq__ is this set's add
         start = time.perf_counter()
         yield
-        seconds = time.perf_counter() - start
+        name = fixturedef.argname
+        self.fixture_seconds[name] = max(self.fixture_seconds.get(name, 0.0),
+                                         time.perf_counter() - start)
         for n, r in self.recorders.items():
-            if fixturedef.scope != "function" and r.hits:
-                self.fixtures.setdefault(fixturedef.argname, {}).setdefault(
-                    n, set()).update(r.hits)
+            if r.hits:
+                self.fixtures.setdefault(name, {}).setdefault(n, set()).update(r.hits)
             r.hits |= saved[n]
-        if fixturedef.scope != "function":
-            name = fixturedef.argname
-            self.fixture_seconds[name] = max(self.fixture_seconds.get(name, 0.0), seconds)
 
     def pytest_runtestloop(self, session: Any) -> bool:
         from _pytest.runner import runtestprotocol

@@ -401,7 +401,7 @@ def test_ctypes_declares_each_function_as_the_cpp_does(native: N.Native) -> None
 @given(st.lists(st.sampled_from([1.0, 4.0, -1.0, 0.25]), min_size=1, max_size=4))
 def test_every_result_is_released(native: N.Native, xs: list[float]) -> None:
     """After each call, succeeded or failed (log(-1)), no result the kernel made is left
-    unreleased (law 6)."""
+    unreleased (law 6).  (``native`` for its cache and flags: the kernel is the same.)"""
     compiled = sdqlite.compile("x : real\nlog(x) + sqrt(x)")
     for x in xs:
         spec = compiled.specialize(compiled.read({"x": x}))
