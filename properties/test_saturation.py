@@ -106,6 +106,7 @@ from sdqlite.saturation import (
     encode,
     in_scope,
     is_keep,
+    keep,
     new_egraph,
     optimize,
     shift,
@@ -205,13 +206,17 @@ def _storel_cost(e: Expr, ctx: Ctx) -> float:
 @given(rewrite_sites())
 def test_the_cost_model_is_storels(site: Site) -> None:
     """A program alone in an e-graph is extracted as itself, at the cost STOREL's table
-    gives it (``_storel_cost``, written from the table, not from the code)."""
+    gives it (``_storel_cost``, written from the table, not from the code); and
+    ``keep[free](e)``, the e-graph's scope marker that decodes as ``e``, costs what
+    ``e`` costs."""
     g0, elab = site
     g: EGraph[Info] = new_egraph()
     root = g.add_term(encode(elab, g0.ctx))
     cost, term = extract(g, root, cost_model(g))
     assert term == encode(elab, g0.ctx)
     assert cost == _storel_cost(elab, g0.ctx)
+    kept = g.add(ENode(keep(g.data(root).free), (root,)))
+    assert extract(g, kept, cost_model(g)) == (cost, Term(keep(g.data(root).free), (term,)))
 
 
 @given(rewrite_sites(), st.data())
