@@ -252,6 +252,8 @@ def failing_programs(draw: Draw) -> tuple[str, dict[str, Any]]:
           "(sum(<k, e> in v0) log(e)) + (sum(<k, e> in v1) log(e))",
           {"v0": np.array([0.5]), "v1": np.array([-1.0])}),
          True).via("one term, log(e), under two binders: the location of the first")
+@example(("x : real\ngradient (log(x)) x", {"x": 0.0}), True).via(
+    "log'(x) is inv(x): its failure is located at log(x) (it had no location)")
 def test_a_failing_operation_fails_where_the_interpreter_says(
         case: tuple[str, dict[str, Any]], optimize: bool) -> None:
     source, data = case

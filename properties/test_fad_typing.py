@@ -7,7 +7,10 @@ F[Γ] ⊢ F[e] : F[T].  The expansion of the gradient API is well typed too:
 dictionaries of them) or a name that is not an input, ``gradient`` is refused with a
 DiffError that names it; and D_τ itself is defined only for τ a real tensor type (real
 or dictionaries of real): any other τ is a DiffError.  Scalar FAD multiplies as the
-primal does (Fig. fig:diffrules: ``*^T[real]`` is ``*``): it moves no indices.
+primal does (Fig. fig:diffrules: ``*^T[real]`` is ``*``): it moves no indices.  Every
+unary operation of D_τ[e] is located at one of e's (rule [op]'s ``op'(e)`` at ``op(e)``):
+a failure in a derivative, ``inv(0.0)`` for ``log'(0.0)``, is reported where the source
+has the operation.
 """
 
 import pytest
@@ -16,10 +19,23 @@ from hypothesis import strategies as st
 
 from properties.generators import LOGICAL, PHYSICAL, SPARSE1, SPARSE2, Generated, programs
 from sdqlite.anf import anf
-from sdqlite.ast import Empty, IntConst, Let, Lookup, RealConst, Single, Sum, Var, subterms
+from sdqlite.ast import (
+    Empty,
+    IntConst,
+    Let,
+    Lookup,
+    RealConst,
+    Single,
+    Sum,
+    UnOp,
+    Var,
+    subterms,
+)
 from sdqlite.fad import DiffError, fad, is_discrete, sparse, tangent_context, tangent_type
 from sdqlite.gradient import gradient
 from sdqlite.names import names_in
+from sdqlite.parser import parse_expr
+from sdqlite.printer import show
 from sdqlite.typecheck import typecheck
 from sdqlite.types import BOOL, INT, REAL, DictT, Type, tensor
 
@@ -103,3 +119,18 @@ def test_fad_is_defined_only_for_real_tensor_taus(leaf: Type, layers: list[bool]
     else:
         with pytest.raises(DiffError, match="τ must be a real tensor type"):
             fad(e, {"s": REAL}, tau)
+
+
+@given(st.sampled_from([LOGICAL, PHYSICAL]).flatmap(lambda lang: programs(lang=lang)),
+       st.sampled_from(TAUS), st.booleans())
+def test_every_operation_of_a_derivative_is_located_in_the_source(
+        g: Generated, tau: Type, use_anf: bool) -> None:
+    """Rule [op]: op'(e) is located at op(e) (printed and parsed again, every operation
+    of the source has its span): the interpreter and the C++ backend report a failing
+    operation at its span, and one without a span has no location to report."""
+    elab, _ = typecheck(parse_expr(show(g.expr)), g.ctx)
+    e = anf(elab) if use_anf else elab
+    d, _ = fad(e, g.ctx, tau)
+    located = {s.span for s in subterms(e) if isinstance(s, UnOp)}
+    assert None not in located
+    assert {s.span for s in subterms(d) if isinstance(s, UnOp)} <= located

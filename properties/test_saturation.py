@@ -4,6 +4,10 @@
   α-equivalent to e (binders renamed); ``shift``, ``substitute`` and ``_alias`` on
   indices mean, read through ``decode``, inserting unused names, the named substitution
   and renaming one free name to another.
+* Each unary operation keeps its source location through the encoding: after
+  ``decode(encode(e))`` it has the span of the first operation of e computing the same
+  thing (the same operation of an operand whose free variables are read as what their
+  binders range over), on every term of a family of nested sums and lets at once.
 * Every saturation rule, run alone to saturation, and all of them together, followed by
   extraction: ``optimize(e)`` has e's type and e's value on generated ρ — for generated
   programs of both fragments and differentiated ones; extraction never returns a program
@@ -72,6 +76,7 @@ from sdqlite.ast import (
     Single,
     Sum,
     Unique,
+    UnOp,
     Var,
     children,
 )
@@ -87,7 +92,7 @@ from sdqlite.egraph import (
     extract,
     run,
 )
-from sdqlite.errors import SDQLiteError
+from sdqlite.errors import SDQLiteError, Span
 from sdqlite.gradient import gradient
 from sdqlite.names import NameSupply, alpha_normal, names_in
 from sdqlite.names import substitute as substitute_named
@@ -130,6 +135,95 @@ def test_de_bruijn_round_trip(site: Site, data: st.DataObject) -> None:
     back = decode(encode(elab, g.ctx), NameSupply(names_in(elab) | set(g.ctx)))
     assert alpha_normal(back) == alpha_normal(elab)
     assert_same_meaning(site, typecheck(back, g.ctx)[0], data)
+
+
+# ---- source locations through the encoding (``encode``'s ``spans``) ------------------------
+_SPAN_CTX: dict[str, Type] = {"x1": REAL, "x2": REAL, "a": tensor(1), "b": tensor(1),
+                              "M": tensor(2), "N": tensor(2)}
+
+
+def _span_family(scope: dict[str, str], depth: int) -> list[str]:
+    """Every term of binder stacks at most two deep, each binder a sum over a vector,
+    a matrix or a row in scope, or a let of a real in scope, with a unary operation of
+    every real and every vector of its scope at every depth (reading a real in scope
+    under binders of its own too)."""
+    reals = [x for x, t in scope.items() if t == "real"]
+    vectors = [x for x, t in scope.items() if t == "vec"]
+    out = [f"log({u})" for u in reals] + [f"log(let z = {u} in z * z)" for u in reals]
+    out += [f"log(sum(<j, q> in a) q * {u})" for u in reals]
+    out += [f"log(sum(<j, q> in {r}) q)" for r in vectors]
+    if depth == 2:
+        return out
+    k, v, y = f"k{depth}", f"p{depth}", f"y{depth}"
+    binders = [(f"sum(<{k}, {v}> in {d})", {v: "real"}) for d in vectors]
+    binders += [(f"sum(<{k}, {v}> in {d})", {v: "vec"})
+                for d, t in scope.items() if t == "mat"]
+    binders += [(f"let {y} = {u} in", {y: "real"}) for u in reals]
+    for head, bound in binders:
+        out += [f"{head} ({t})" for t in _span_family({**scope, **bound}, depth + 1)]
+    return out
+
+
+def _described(e: Expr, env: dict[str, object]) -> object:
+    """``e`` with each variable bound outside it replaced by what its binder ranges over
+    (a sum's key or value of its described domain, a let's described right side), its
+    own binders kept as names: a named statement of what ``_closed`` computes."""
+    match e:
+        case Var(x):
+            return env.get(x, ("var", x))
+        case Sum(k, v, dom, body):
+            return ("sum", _described(dom, env),
+                    _described(body, {**env, k: ("bound", k), v: ("bound", v)}))
+        case Let(x, rhs, body):
+            return ("let", _described(rhs, env), _described(body, {**env, x: ("bound", x)}))
+    return (type(e).__name__, getattr(e, "op", None),
+            *(_described(c, env) for c in children(e)))
+
+
+def _operations(e: Expr, env: dict[str, object]) -> list[tuple[object, object]]:
+    """Each unary operation of ``e``, in the order ``encode`` meets it (its operand
+    first), with its described operand and its span."""
+    match e:
+        case Sum(k, v, dom, body):
+            d = _described(dom, env)
+            return _operations(dom, env) + _operations(
+                body, {**env, k: ("key of", d), v: ("value of", d)})
+        case Let(x, rhs, body):
+            return _operations(rhs, env) + _operations(
+                body, {**env, x: ("let of", _described(rhs, env))})
+        case UnOp(op, a):
+            return [*_operations(a, env), ((op, _described(a, env)), e.span)]
+    return [o for c in children(e) for o in _operations(c, env)]
+
+
+def _balanced_sum(terms: list[str]) -> str:
+    """The sum of ``terms`` as a balanced tree: no deep recursion."""
+    half = len(terms) // 2
+    return terms[0] if half == 0 else \
+        f"({_balanced_sum(terms[:half])}) + ({_balanced_sum(terms[half:])})"
+
+
+def test_each_operation_keeps_its_location_through_the_encoding() -> None:
+    """``decode(encode(e))`` gives each unary operation the span of the first operation
+    of e that computes the same thing (the same operation of the same operand, each
+    free variable read as what its binder ranges over): the e-graph merges those, and
+    only those.  On every term of ``_span_family`` at once (their sum), so that two
+    operations under different binders — nested sums and lets over different vectors,
+    rows of different matrices — that the encoding confused would share a span."""
+    terms = _span_family({x: {REAL: "real", tensor(1): "vec"}.get(t, "mat")
+                          for x, t in _SPAN_CTX.items()}, 0)
+    elab = typecheck(parse_expr(_balanced_sum(terms)), _SPAN_CTX)[0]
+    ops = _operations(elab, {})
+    first: dict[object, object] = {}
+    for what, span in ops:
+        first.setdefault(what, span)
+    spans: dict[Term, Span] = {}
+    term = encode(elab, _SPAN_CTX, spans=spans)
+    assert term == encode(elab, _SPAN_CTX)  # noting locations changes nothing
+    back = decode(term, NameSupply(names_in(elab) | set(_SPAN_CTX)), spans=spans)
+    assert len(first) > 25  # operations that differ, and
+    assert len(ops) > len(first)  # operations that compute the same thing
+    assert [span for _, span in _operations(back, {})] == [first[w] for w, _ in ops]
 
 
 def _subterms(t: Term) -> list[Term]:

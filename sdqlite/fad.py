@@ -45,7 +45,7 @@ from sdqlite.ast import (
     UnOp,
     Var,
 )
-from sdqlite.errors import SDQLiteError
+from sdqlite.errors import SDQLiteError, Span
 from sdqlite.names import NameSupply, names_in
 from sdqlite.ops import UNARY_OPS
 from sdqlite.typecheck import Ctx, NodeTypes, bind
@@ -151,7 +151,8 @@ class Differentiator:
             case Add(a, b):  # [add]
                 return Add(self.d(a, ctx, tan), self.d(b, ctx, tan))
             case UnOp(op, a):  # [op]: op'(e) * D[e]
-                return Mul(UNARY_OPS[op].derivative(a), self.d(a, ctx, tan))
+                return Mul(_located(UNARY_OPS[op].derivative(a), e.span, a),
+                           self.d(a, ctx, tan))
             case Var(x):  # [var]
                 return Var(tan[x])
             case RealConst():  # [real]: zero[τ]
@@ -199,6 +200,21 @@ class Differentiator:
             return Sum(keys[level], r, src, nest(level + 1, Var(r)))
 
         return nest(0, da)
+
+
+def _located(e: Expr, span: Span | None, arg: Expr) -> Expr:
+    """The operations ``op'(arg)`` adds, located at ``op(arg)`` in the source: a failure
+    in a derivative (``inv(0.0)`` for ``log'(0.0)``) is reported where the operation is."""
+    if e is arg or span is None:
+        return e
+    match e:
+        case UnOp(name, x):
+            return UnOp(name, _located(x, span, arg), span=e.span or span)
+        case Mul(a, b):
+            return Mul(_located(a, span, arg), _located(b, span, arg), span=e.span or span)
+        case Add(a, b):
+            return Add(_located(a, span, arg), _located(b, span, arg), span=e.span or span)
+    return e
 
 
 def fad(e: Expr, ctx: Ctx, tau: Type = REAL, tangents: Mapping[str, str] | None = None,

@@ -100,9 +100,7 @@ def encode(e: Expr, ctx: Ctx, scope: tuple[tuple[str, Type], ...] = (),
                     return Term(("bvar", i, t))
             return Term(("var", x, erase(ctx[x])))
         case IntConst(n):  # located too: one may not fit the C++ backend's int
-            if spans is not None and e.span is not None:
-                spans.setdefault(Term(("int", n)), e.span)
-            return Term(("int", n))
+            return _located(Term(("int", n)), e.span, spans, outer)
         case RealConst(r):
             return Term(("real", r))
         case BoolConst(b):
@@ -138,9 +136,7 @@ def encode(e: Expr, ctx: Ctx, scope: tuple[tuple[str, Type], ...] = (),
             return Term("eq", (go(a), go(b)))
         case UnOp(op, a):
             term = Term(("unop", op), (go(a),))
-            if spans is not None and e.span is not None:
-                spans.setdefault(_closed(term, outer), e.span)
-            return term
+            return _located(term, e.span, spans, outer)
         case Range(lo, hi):
             return Term("range", (go(lo), go(hi)))
         case SubArray(arr, lo, hi):
@@ -152,6 +148,15 @@ def encode(e: Expr, ctx: Ctx, scope: tuple[tuple[str, Type], ...] = (),
         case Gradient():
             raise AssertionError("encode needs an elaborated program")
     raise AssertionError(e)
+
+
+def _located(t: Term, span: Span | None, spans: dict[Term, Span] | None,
+             outer: tuple[Term, ...]) -> Term:
+    """``t``, its ``span`` noted in ``spans`` as that of ``t`` closed over ``outer`` (the
+    first one wins: the e-graph merges equal terms)."""
+    if spans is not None and span is not None:
+        spans.setdefault(_closed(t, outer), span)
+    return t
 
 
 def decode(t: Term, names: NameSupply, scope: tuple[str, ...] = (),
