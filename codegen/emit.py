@@ -101,7 +101,8 @@ CPP_KEYWORDS = frozenset((
 
 class Names:
     """SDQLite (IR) names → distinct C++ identifiers: a prime becomes ``_d`` (``x'`` →
-    ``x_d``), keywords and the entry point's own names get a ``_``."""
+    ``x_d``), a leading ``_`` (reserved in C++) gets a ``v`` before it, and keywords, the
+    entry point's own names and names taken already get a ``_`` after them."""
 
     def __init__(self) -> None:
         self.table: dict[str, str] = {RESULT: "result"}
@@ -110,7 +111,9 @@ class Names:
     def __call__(self, name: str) -> str:
         if name not in self.table:
             base = name.replace("'", "_d")
-            while base in CPP_KEYWORDS or base in self.used or base.startswith("_"):
+            if base.startswith("_"):  # appending never ends that: it looped for ``_t``
+                base = "v" + base
+            while base in CPP_KEYWORDS or base in self.used:
                 base += "_"
             self.table[name] = base
             self.used.add(base)
@@ -326,13 +329,11 @@ class _Emitter:
             case SubArray(a, lo, hi):
                 ca, t = self.expr(a)
                 return f"sdql::subarray({ca}, {self.expr(lo)[0]}, {self.expr(hi)[0]})", t
-            case Unique(a):
-                return self.expr(a)
             case ArrayLit(elems, _, t):
                 assert t is not None, "elaborated"
                 items = ", ".join(self.expr(x)[0] for x in elems)
                 return f"sdql::array_of<{cpp_type(t)}>({{{items}}})", DictT(t, dense=True)
-            case Sum() | Let() | Gradient():
+            case Sum() | Let() | Unique() | Gradient():  # lowering removes unique (the identity)
                 construct = type(e).__name__.lower()
                 raise CodegenError(f"{construct} reached the C++ emitter without being lowered "
                                    "to statements (codegen/dps.py)", e.span)

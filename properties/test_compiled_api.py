@@ -37,6 +37,9 @@ SDQLite values —
    a CodegenError at its location where it does not (optimized too);
 9. CSR arrays with an entry given twice (in halves) are the matrix of the sums, also
    for a program that is not linear in them.
+10. names C++ reserves or that clash once a prime is spelled out (``double``, ``class``,
+   ``new``, ``result``, ``_t``, ``__LINE__``, a macro, ``x'`` beside ``x_d``) compile to
+   distinct identifiers: the value is the interpreter's.
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -67,7 +70,7 @@ from sdqlite.storage import formats_for
 from sdqlite.types import REAL, DictT
 from semantics.convert import from_numpy, to_numpy
 from semantics.run import Input, run
-from semantics.values import DenseArray, Value, type_of, values_equal
+from semantics.values import DenseArray, Value, dense, type_of, values_equal
 
 #: a build for each kernel, wrt, format and option met: few examples, each cheap once built
 EXAMPLES = min(100, settings().max_examples)
@@ -458,6 +461,27 @@ def test_python_scalars_are_read_as_their_declared_type(n: int, x: float, name: 
         compiled.read({"n": n, "x": x, name: bad})
 
 
+DENSE_INPUTS = "r : {dense_int -> real}\nn : {dense_int -> int}\nb : {dense_int -> bool}\n" \
+    "sum(<i, v> in n) if b(i) then r(i)"
+#: which numpy dtypes are data for a dense layer of which scalar (law 5; bool arrays are
+#: no data at all): an int array is ints or reals, a float array reals only
+NUMPY_DATA = {"r": "iuf", "n": "iu", "b": ""}
+
+
+@given(st.sampled_from(["int64", "int32", "uint8", "float64", "float32"]),
+       st.sampled_from(sorted(NUMPY_DATA)))
+def test_a_numpy_array_is_data_for_the_dense_scalars_its_dtype_holds(dtype: str,
+                                                                    name: str) -> None:
+    compiled = _compiled(DENSE_INPUTS, None, False, "auto", {})
+    good = {"r": np.ones(2), "n": np.ones(2, dtype=np.int64), "b": dense([True, False])}
+    data = {**good, name: np.array([1, 0], dtype=dtype)}
+    if np.dtype(dtype).kind in NUMPY_DATA[name]:
+        assert compiled.read(data)[name].type == compiled.read(good)[name].type
+        return
+    with pytest.raises(DataError, match=f"input {name}"):
+        compiled.read(data)
+
+
 SIZED = "x : {dense_int[n] -> real}\nV : {int[n] -> real}\nsum(<i, v> in V) x(i) * v"
 
 
@@ -539,3 +563,21 @@ def test_compile_keeps_to_the_limits_it_is_given(kernel: str, iters: int, nodes:
     reports = [st_.report for st_ in spec.stages if st_.name.startswith("saturation")]
     assert reports
     assert all(r["iterations"] <= iters for r in reports)  # type: ignore[operator]
+
+
+CLASHING = """double : real
+class : {int -> real}
+result : real
+_t : real
+__LINE__ : real
+x' : real
+x_d : real
+sum(<new, auto> in class) auto * double + result * x' + _t * x_d + __LINE__"""
+
+
+@given(st.sampled_from([0.5, -2.0]), st.sampled_from([1.5, 3.0]))
+def test_names_cpp_reserves_or_that_clash_are_renamed(x: float, y: float) -> None:
+    data = {"double": x, "class": {0: 1.0, 2: y}, "result": y, "_t": 0.25, "__LINE__": y,
+            "x'": x, "x_d": y}
+    want = run(parse_program(CLASHING), {n: Input(v) for n, v in data.items()}).value
+    assert _compiled(CLASHING, None, False, "value", {})(**data) == pytest.approx(want)

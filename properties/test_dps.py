@@ -11,7 +11,10 @@ in another order than the interpreter, so where dense arrays are stored inside
 dictionaries the two agree pointwise (``inner_extents_forgotten``: an all-zero array
 entry is dropped with its extent); everywhere else exactly.  The
 statements' expressions are pure (no ``sum``/``let``), so the emitter can print each as
-one C++ expression.
+one C++ expression.  Lowering asks for an elaborated program (a lookup, a sum, a
+conditional or an array the checker has not typed is a CodegenError that says so), and
+the emitter for a lowered one (a sum, let, unique or gradient left in an expression is
+a CodegenError naming it).
 
 With DPS, loops around singletons, sums of them, conditionals and zeros build nothing
 on the way (the paper's blue listing): no accumulator is declared, no entry is entered
@@ -21,12 +24,16 @@ added at a path is a number, and adding a zero emits no statement.
 
 from fractions import Fraction
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from codegen.dps import (
+    RESULT,
     AddInto,
+    Assign,
     Decl,
+    Dest,
     Enter,
     Loop,
     Lowered,
@@ -36,6 +43,7 @@ from codegen.dps import (
     When,
     lower,
 )
+from codegen.emit import emit_kernel
 from codegen.execute import execute
 from properties.generators import (
     PHYSICAL,
@@ -64,6 +72,7 @@ from sdqlite.ast import (
     Var,
     subterms,
 )
+from sdqlite.errors import CodegenError
 from sdqlite.parser import parse_expr
 from sdqlite.typecheck import typecheck
 from sdqlite.types import BOOL, INT, REAL, DictT, Type
@@ -227,3 +236,24 @@ def test_dps_builds_nothing_on_the_way_to_the_destination(g: Generated) -> None:
     assert all(s.type == REAL for s in stmts if isinstance(s, AddInto))
     assert all((s.left_type, s.right_type) == (REAL, REAL) for s in stmts
                if isinstance(s, MulAddInto))
+
+
+@given(st.sampled_from(["{0 -> 1.0}(3)", "[1.0, 2.0](1:2)", "[1.0](0) * x",
+                        "let y = sum(<k, v> in {0 -> 1.0}) v in y",
+                        "let y = (if false then 1.0) in y", "let y = [1.0, 2.0] in y(0)"]))
+def test_lowering_asks_for_an_elaborated_program(source: str) -> None:
+    ctx: dict[str, Type] = {"x": REAL}
+    e = parse_expr(source)
+    t = typecheck(e, ctx)[1]
+    with pytest.raises(CodegenError, match="not elaborated by the type checker"):
+        lower(e, ctx, t)
+    assert lower(typecheck(e, ctx)[0], ctx, t).body  # elaborated, it lowers
+
+
+@given(st.sampled_from(["sum", "let", "unique", "gradient"]))
+def test_the_emitter_asks_for_a_lowered_program(construct: str) -> None:
+    inner = parse_expr({"sum": "sum(<k, v> in {0 -> 1.0}) v", "let": "let y = 1.0 in y",
+                        "unique": "unique(1.0)", "gradient": "gradient (x * x) x"}[construct])
+    low = Lowered((Assign(Dest(RESULT), inner),), REAL, (("x", REAL),))
+    with pytest.raises(CodegenError, match=f"^{construct} reached the C\\+\\+ emitter"):
+        emit_kernel("k", low, dense_result=False)

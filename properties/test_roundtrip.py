@@ -1,6 +1,9 @@
 """Printer and parser are inverse: ``parse(show(e)) == e`` for every AST, and a printed
 value reads back as a program denoting the same value (``read(show_value(v)) == v``),
-and is the program ``value_to_expr`` gives for it, printed.
+and is the program ``value_to_expr`` gives for it, printed.  A dense array starting past
+0, of reals, ints or bools, prints as a literal padded with its scalar's zero then
+sliced: ``[0.0, 0.0, 1.5](2:3)`` (and reads back, but for bools: an array literal holds
+semiring values).
 """
 
 from fractions import Fraction
@@ -16,10 +19,10 @@ from properties.generators import (
     programs,
     values,
 )
-from sdqlite.ast import Add, Expr, IntConst, Mul, RealConst, Single, Var
+from sdqlite.ast import Add, ArrayLit, Expr, IntConst, Mul, RealConst, Single, SubArray, Var
 from sdqlite.parser import parse_expr
 from sdqlite.printer import show
-from sdqlite.types import DictT, Type
+from sdqlite.types import BOOL, INT, REAL, DictT, Type
 from semantics.display import read_value, show_value, value_to_expr
 from semantics.values import Value, dense, values_equal
 
@@ -59,3 +62,22 @@ def test_printed_values_read_back(tv: tuple[Type, Value]) -> None:
     assert back_t == t
     assert values_equal(back, v)
     assert show_value(v) == show(value_to_expr(v))  # the program it denotes, printed
+
+
+SCALARS: list[Type] = [REAL, INT, BOOL]
+
+
+@given(st.sampled_from(SCALARS).flatmap(lambda s: st.tuples(
+    st.just(s), st.lists(values(s, nonzero=False), min_size=1, max_size=3),
+    st.integers(1, 3))))
+def test_a_sub_array_prints_as_its_scalars_zeros_then_its_entries(
+        case: tuple[Type, list[Value], int]) -> None:
+    scalar, items, start = case
+    v = dense(items, start)
+    if scalar != BOOL:  # an array literal holds semiring values: bools print only
+        back, _ = read_value(show_value(v), DictT(scalar, dense=True))
+        assert values_equal(back, v)
+    lit = parse_expr(show_value(v))
+    assert isinstance(lit, SubArray) and isinstance(lit.arr, ArrayLit), lit
+    assert [show(x) for x in lit.arr.elems[:start]] == [{REAL: "0.0", INT: "0",
+                                                          BOOL: "false"}[scalar]] * start

@@ -12,9 +12,11 @@
   the program, binds each metavariable to what it replaced, and instantiates back to the
   program; matched against another program, it instantiates back to that program.
   A pattern's literal array matches, element by element, exactly the arrays of its
-  length whose elements its own match.
+  length whose elements its own match.  A zero metavariable (``Z1``) matches exactly
+  the constants whose value is zero: ``zero[T]``, ``0.0`` and the integer ``0``.
 * The table's listing (``Rule.show``, one line a rule) shows every rule
-  with its left and right sides and every condition it has, and none it has not.
+  with its left side, its right side (as the paper writes it when Python builds it)
+  and every condition it has, and none it has not.
 """
 
 from collections import Counter
@@ -33,7 +35,9 @@ from properties.generators import (
     programs,
 )
 from sdqlite.ast import (
+    Add,
     BoolConst,
+    Empty,
     Expr,
     IntConst,
     Let,
@@ -54,7 +58,7 @@ from sdqlite.typecheck import Ctx, synth, typecheck
 from sdqlite.types import INT, REAL, DictT, Type
 from semantics.display import read_value
 from semantics.interp import evaluate
-from semantics.values import FRACTION, values_equal
+from semantics.values import FRACTION, is_zero, values_equal
 
 
 def places(e: Expr, ctx: Ctx) -> Iterator[tuple[Expr, Ctx]]:
@@ -242,6 +246,19 @@ def test_the_matcher_is_complete_and_sound(cut: tuple[Generated, Expr, dict[str,
             assert show(rule.apply(m2, names)) == show(e)
 
 
+_CONSTANTS: list[Expr] = [
+    *(IntConst(n) for n in (-1, 0, 2)), *(RealConst(r) for r in (-0.0, 0.0, 0.5)),
+    *(BoolConst(b) for b in (False, True)), Empty(DictT(REAL)), Empty(DictT(INT, dense=True)),
+    Add(RealConst(0.0), RealConst(0.0)), Add(IntConst(0), IntConst(0))]
+
+
+def test_a_zero_metavariable_matches_exactly_the_zero_constants() -> None:
+    rule = Rule("zero", "a zero metavariable", "properties", "Z1", "Z1", ("Z1",))
+    for c in _CONSTANTS:  # a constant (no sum of constants) that is no bool, valued zero
+        zero = not isinstance(c, Add | BoolConst) and is_zero(evaluate(c, {}))
+        assert (rule.match(c, {}, check=False) is not None) == zero, c
+
+
 def _another_constant(e: Expr) -> Expr:
     """``e`` with its first numeric or boolean constant changed (``e`` when it has none)."""
     done = False
@@ -286,7 +303,8 @@ def test_the_listing_shows_each_rule_with_its_conditions() -> None:
     every = {c.text for r in RULES for c in r.conditions}
     for rule in RULES:
         line = rule.show()
-        assert line.startswith(f"{rule.name}: {rule.lhs}  ~>  ")
+        rhs = rule.rhs if isinstance(rule.rhs, str) else rule.rhs_text
+        assert rhs and line.startswith(f"{rule.name}: {rule.lhs}  ~>  {rhs}"), line
         mine = {c.text for c in rule.conditions}
         assert all(f"{c.text} ({c.kind})" in line for c in rule.conditions), line
         assert not any(f"{t} (" in line for t in every - mine), line

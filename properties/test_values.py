@@ -9,7 +9,8 @@ the oracle's comparisons rest on them:
   raises nothing; dense arrays are equal entry by entry at the same positions; a sympy
   expression equals the number it simplifies to, on either side.
 * ``is_zero`` holds of a sympy expression that expands to zero, and not of one that
-  does not.
+  does not; of a number of any kind (int, float, Fraction, bool, a numpy scalar) exactly
+  when it equals 0.
 * ``has_type`` holds of a scalar for its own type only (a bool is no int, a real no int),
   and of a dictionary only if its keys are ints (not bools, reals or strings).
 * ``inner_extents_forgotten`` keeps arrays outside dictionaries as they are and reads
@@ -28,6 +29,7 @@ the oracle's comparisons rest on them:
 
 from fractions import Fraction
 
+import numpy as np
 import pytest
 import sympy
 from hypothesis import given
@@ -107,6 +109,13 @@ def test_is_zero_expands_sympy_expressions(c: int) -> None:
     x = sympy.Symbol("x")
     assert is_zero((x + c) ** 2 - x**2 - 2 * c * x - c**2)
     assert not is_zero((x + c) ** 2 - x**2)
+
+
+@given(st.sampled_from([int, float, Fraction, bool, np.int64, np.float32, np.float64]),
+       st.sampled_from([0, 1, -2]))
+def test_is_zero_is_equal_to_zero_for_a_number_of_any_kind(kind: type, n: int) -> None:
+    x = kind(n)
+    assert is_zero(x) == (n == 0), (kind, x)
 
 
 SCALARS: list[Type] = [REAL, INT, BOOL]

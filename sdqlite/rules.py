@@ -19,7 +19,7 @@ guard, and ``properties/test_rules.py`` shows a wrong rewrite without it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Literal
 
@@ -80,7 +80,7 @@ class Rule:
     metavars: tuple[str, ...]
     conditions: tuple[Condition, ...] = ()
     rhs_text: str = ""  # how the paper writes a right side that is built in Python
-    notes: str = field(default="", compare=False)
+    notes: str = ""
 
     @cached_property
     def pattern(self) -> Expr:

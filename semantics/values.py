@@ -59,7 +59,7 @@ def zero_like(x: Value) -> Value:
         return dense(())
     if isinstance(x, bool):
         return False
-    return x * 0
+    return x * 0 + 0  # + 0: -1.5 * 0 is -0.0, which a sub-array's padding printed
 
 
 Scalar = Any  # float | Fraction | sympy.Expr: the interpreter is generic over the field
