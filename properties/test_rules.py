@@ -6,14 +6,20 @@
   fragments and also differentiated (``gradient``), which fills them with zeros.
 * Every rule fires on the generated programs (a rule never exercised fails this file).
 * Every *semantic* condition is needed: without it, the rule rewrites some instance to
-  a program of another meaning or type (the table in ``GUARD_COUNTEREXAMPLES``).
+  a program of another meaning or type (the table in ``GUARD_COUNTEREXAMPLES``), and so
+  is each part of one (``PART_COUNTEREXAMPLES``: a dense layer under a sparse one, a
+  sum's key free in the factor).
 * The matcher is complete and sound: a pattern cut from a generated program (some
   subterms made metavariables, equal subterms the same one, its binders renamed) matches
   the program, binds each metavariable to what it replaced, and instantiates back to the
   program; matched against another program, it instantiates back to that program.
   A pattern's literal array matches, element by element, exactly the arrays of its
   length whose elements its own match.  A zero metavariable (``Z1``) matches exactly
-  the constants whose value is zero: ``zero[T]``, ``0.0`` and the integer ``0``.
+  the constants whose value is zero: ``zero[T]``, ``0.0`` and the integer ``0``; a
+  metavariable that repeats matches equal subterms, and a binder used as a variable its
+  own variable.
+* A pass's rules (``family``) are the table's rules of its family, in the table's
+  order: sparsity propagation's and normalization's split the table.
 * The table's listing (``Rule.show``, one line a rule) shows every rule
   with its left side, its right side (as the paper writes it when Python builds it)
   and every condition it has, and none it has not.
@@ -53,7 +59,7 @@ from sdqlite.gradient import gradient
 from sdqlite.names import NameSupply, names_in
 from sdqlite.parser import parse_expr
 from sdqlite.printer import show
-from sdqlite.rules import RULES, RULES_BY_NAME, Rule
+from sdqlite.rules import NORMALIZATION, RULES, RULES_BY_NAME, SPARSITY, Rule, family
 from sdqlite.typecheck import Ctx, synth, typecheck
 from sdqlite.types import INT, REAL, DictT, Type
 from semantics.display import read_value
@@ -177,8 +183,22 @@ def test_every_semantic_condition_has_a_counterexample() -> None:
     assert guarded == set(GUARD_COUNTEREXAMPLES)
 
 
+#: more counterexamples, for each part of a guard: a dense layer under a sparse one (a
+#: dense layer anywhere is no tensor); the sum's key free in the factor (not only its value)
+PART_COUNTEREXAMPLES: list[tuple[tuple[str, str], tuple[dict[str, Type], str, str]]] = [
+    (("mul-normalize-left", "e1-tensor"),
+     ({"M": DictT(DictT(REAL, dense=True))}, "M * 2.0", "M = {0 -> [1.5]}")),
+    (("mul-normalize-right", "e2-tensor"),
+     ({"M": DictT(DictT(REAL, dense=True))}, "2.0 * M", "M = {0 -> [1.5]}")),
+    (("scale-into-sum", "binders-fresh"),
+     ({"k": INT, "x": DictT(REAL), "d": DictT(REAL)}, "x(k) * sum(<k, v> in d) v",
+      "k = 1; x = {0 -> 5.0, 1 -> 2.0}; d = {0 -> 1.0}")),
+]
+
+
 def test_semantic_conditions_are_needed() -> None:
-    for (name, cond), (ctx, text, env_text) in GUARD_COUNTEREXAMPLES.items():
+    for (name, cond), (ctx, text, env_text) in [*GUARD_COUNTEREXAMPLES.items(),
+                                                *PART_COUNTEREXAMPLES]:
         rule = RULES_BY_NAME[name]
         e, t = typecheck(parse_expr(text), ctx)
         m = rule.match(e, ctx, check=False)
@@ -253,10 +273,29 @@ _CONSTANTS: list[Expr] = [
 
 
 def test_a_zero_metavariable_matches_exactly_the_zero_constants() -> None:
-    rule = Rule("zero", "a zero metavariable", "properties", "Z1", "Z1", ("Z1",))
-    for c in _CONSTANTS:  # a constant (no sum of constants) that is no bool, valued zero
-        zero = not isinstance(c, Add | BoolConst) and is_zero(evaluate(c, {}))
-        assert (rule.match(c, {}, check=False) is not None) == zero, c
+    """``Z``, ``Z1``, ``Z12`` match zero constants only; ``Zx`` is a metavariable like
+    any other."""
+    for name in ("Z", "Z1", "Z12", "Zx"):
+        rule = Rule("zero", "a zero metavariable", "properties", name, name, (name,))
+        for c in _CONSTANTS:  # a constant (no sum of constants), no bool, valued zero
+            zero = not isinstance(c, Add | BoolConst) and is_zero(evaluate(c, {}))
+            assert (rule.match(c, {}, check=False) is not None) == (zero or name == "Zx"), \
+                (name, c)
+
+
+def test_a_repeated_metavariable_or_binder_matches_the_same_thing_twice() -> None:
+    """A metavariable that repeats matches equal subterms only, and a pattern's binder
+    used as a variable matches that binder's variable only."""
+    ctx: dict[str, Type] = {"x": REAL, "y": REAL, "j": INT, "X": DictT(REAL)}
+    twice = Rule("twice", "a repeated metavariable", "properties", "e1 + e1", "e1", ("e1",))
+    onehot = Rule("one-hot", "a binder as a variable", "properties",
+                  "sum(<k, v> in e1) {k -> e2}", "e1", ("e1", "e2"))
+    for rule, text, matches in [(twice, "x + x", True), (twice, "x + y", False),
+                                (onehot, "sum(<i, a> in X) {i -> a}", True),
+                                (onehot, "sum(<i, a> in X) {j -> a}", False),
+                                (onehot, "sum(<i, a> in X) {0 -> a}", False)]:
+        e = typecheck(parse_expr(text), ctx)[0]
+        assert (rule.match(e, ctx, check=False) is not None) == matches, text
 
 
 def _another_constant(e: Expr) -> Expr:
@@ -309,3 +348,10 @@ def test_the_listing_shows_each_rule_with_its_conditions() -> None:
         assert all(f"{c.text} ({c.kind})" in line for c in rule.conditions), line
         assert not any(f"{t} (" in line for t in every - mine), line
         assert ("   if " in line) == bool(rule.conditions), line
+
+
+def test_a_family_is_the_rules_of_the_table_that_name_it() -> None:
+    for name in (SPARSITY, NORMALIZATION):
+        assert family(name) and all(r.family == name for r in family(name)), name
+    assert [*family(SPARSITY), *family(NORMALIZATION)] == sorted(RULES, key=lambda r: (
+        r.family != SPARSITY, RULES.index(r)))
