@@ -16,7 +16,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import strategies as st
 
@@ -763,7 +763,17 @@ def lookup_shapes(draw: Draw) -> Generated:
     return Generated(ctx, e, typecheck(e, ctx)[1])
 
 
-def lookup_family() -> Iterator[str]:
+#: a one-hot's body b, its value binder, and its singleton's key (k: a one-hot; n, an
+#: input: no one-hot, every entry's b at n); the bodies with binders of their own come last
+LOOKUP_BODIES: list[tuple[str, str, str]] = [
+    ("a * 1.5", "a", "k"), ("s + 1.0", "a", "k"), ("a * a1", "a", "k"), ("a * 1.5", "a", "n"),
+    ("V(k) * 1.5", "_", "k"), ("sum(<i, x> in V) x * a", "a", "k"),
+    ("let i = 2.0 in a * i", "a", "k"), ("let i = 2.0 in V(k) * i", "_", "k")]
+#: the bodies with no binder of their own: nothing can capture the key there
+BINDER_FREE = 5
+
+
+def lookup_family() -> Iterator[tuple[int, str]]:
     """Every program of a small family around the iterated-key lookup, bounded
     exhaustively rather than sampled: each unsound weakening of the pass's bookkeeping
     needs several names to meet at once (a key binder named as an outer one whose
@@ -774,22 +784,23 @@ def lookup_family() -> Iterator[str]:
             [sum(<k3, v3> in R)] {n -> d(key)}
 
     names from {i, j, r, w}; P = M or V; Q = P, M(k1) or M(0); R = Q, M(k1) or P; the
-    one-hot in place of d or let-bound; key = k1 or k3; b strict in a, not strict, or a
-    sum or a let binding i around a (which ``_entry`` must not let capture the key), or
-    ``a * a1`` under a value binder a1, the name a fresh a would get; and k1 bound anew
-    between the let and the lookup (where the let's one-hot reads the old k1)."""
+    one-hot in place of d or let-bound; key = k1 or k3; b (``LOOKUP_BODIES``) strict in
+    a, not strict, or a sum or a let binding i around a or without a value binder (which
+    ``_entry`` must not let capture the key), or ``a * a1`` under a value binder a1, the
+    name a fresh a would get, or a singleton keyed by n, no one-hot; and k1 bound anew
+    between the let and the lookup (where the let's one-hot reads the old k1).  Yields
+    each program with the index of its b in ``LOOKUP_BODIES``."""
     seen = set()
-    for k1, v1, p, q, let, wrap, r, k3, v3, key, b, rebind in itertools.product(
+    for k1, v1, p, q, let, wrap, r, k3, v3, key, body, rebind in itertools.product(
             ["i", "j"], ["r", "i", "a1"], ["M", "V"], ["{p}", "M({k1})", "M(0)"], [True, False],
             [False, True], ["{q}", "M({k1})", "{p}"], ["i", "j"], ["w", "i"],
-            ["{k1}", "{k3}"],
-            ["a * 1.5", "s + 1.0", "sum(<i, x> in V) x * a", "let i = 2.0 in a * i", "a * a1"],
-            [False, True]):
+            ["{k1}", "{k3}"], range(len(LOOKUP_BODIES)), [False, True]):
+        b, value, single = LOOKUP_BODIES[cast(int, body)]
         if v1 == k1 or v3 == k3 or (not wrap and key == "{k3}") or (v1 == "a1") != (
                 b == "a * a1") or (rebind and not (let and wrap)):
             continue
         dom = str(q).format(p=p, k1=k1)
-        onehot = f"sum(<k, a> in {dom}) {{k -> {b}}}"
+        onehot = f"sum(<k, {value}> in {dom}) {{{single} -> {b}}}"
         look = f"{{n -> {'d' if let else '(' + onehot + ')'}({str(key).format(k1=k1, k3=k3)})}}"
         if wrap:
             look = f"sum(<{k3}, {v3}> in {str(r).format(q=dom, p=p, k1=k1)}) {look}"
@@ -798,7 +809,7 @@ def lookup_family() -> Iterator[str]:
         text = f"sum(<{k1}, {v1}> in {p}) " + (f"let d = {onehot} in {look}" if let else look)
         if text not in seen:
             seen.add(text)
-            yield text
+            yield cast(int, body), text
 
 
 #: SIZED_CTX and two inputs of no declared size: y dense, W sparse
@@ -818,12 +829,18 @@ def sized_lookup_family() -> Iterator[tuple[str, str]]:
     turns on every part of the reason: Q dense (V1 is not), Q's size that of the layer
     ``key`` iterates (m for P = M or X2, n for x, V1 and rows, none for y and W: two
     unknown sizes are not the same), and, for a row of X2, the row itself stored, so k1
-    a key of X2's (a row of X2 at a key of size n is empty when n > m)."""
-    for p, q, let, r, key, b in itertools.product(
+    a key of X2's (a row of X2 at a key of size n is empty when n > m); and, over M,
+    ``let x = V1 * 2.0`` around it: a sparse vector hiding the dense input x."""
+    for p, q, let, r, key, b, shadow in itertools.product(
             ["x", "V1", "M", "X2", "W"], ["x", "V1", "y", "M(k1)", "X2(k1)", "X2(0)"],
             [True, False], ["x", "V1", "W", "M(k1)", "X2(k1)", "X2(0)", "P"], ["k1", "k3"],
-            ["a * 1.5", "s' + 1.0"]):
+            ["a * 1.5", "s' + 1.0"], [False, True]):
+        if shadow and p != "M":
+            continue
         onehot = f"sum(<k, a> in {q}) {{k -> {b}}}"
         d = "d" if let else f"({onehot})"
         look = f"sum(<k3, v3> in {p if r == 'P' else r}) {{0 -> {d}({key})}}"
-        yield q, f"sum(<k1, v1> in {p}) " + (f"let d = {onehot} in {look}" if let else look)
+        body = f"let d = {onehot} in {look}" if let else look
+        if shadow:  # a sparse vector named x hides the dense input x
+            body = f"let x = V1 * 2.0 in {body}"
+        yield q, f"sum(<k1, v1> in {p}) {body}"
