@@ -783,7 +783,9 @@ def lookup_family() -> Iterator[tuple[int, str]]:
         sum(<k1, v1> in P) [let d = sum(<k, a> in Q) {k -> b} in]
             [sum(<k3, v3> in R)] {n -> d(key)}
 
-    names from {i, j, r, w}; P = M or V; Q = P, M(k1) or M(0); R = Q, M(k1) or P; the
+    names from {i, j, r, w, d}; P = M or V; Q = P, M(k1), M(0) or v1 (a row of M, through
+    a name that k1 bound anew makes stale); R = Q, M(k1) or P; v3 = d hiding the let's
+    one-hot; the
     one-hot in place of d or let-bound; key = k1 or k3; b (``LOOKUP_BODIES``) strict in
     a, not strict, or a sum or a let binding i around a or without a value binder (which
     ``_entry`` must not let capture the key), or ``a * a1`` under a value binder a1, the
@@ -792,14 +794,15 @@ def lookup_family() -> Iterator[tuple[int, str]]:
     each program with the index of its b in ``LOOKUP_BODIES``."""
     seen = set()
     for k1, v1, p, q, let, wrap, r, k3, v3, key, body, rebind in itertools.product(
-            ["i", "j"], ["r", "i", "a1"], ["M", "V"], ["{p}", "M({k1})", "M(0)"], [True, False],
-            [False, True], ["{q}", "M({k1})", "{p}"], ["i", "j"], ["w", "i"],
-            ["{k1}", "{k3}"], range(len(LOOKUP_BODIES)), [False, True]):
+            ["i", "j"], ["r", "i", "a1"], ["M", "V"], ["{p}", "M({k1})", "M(0)", "{v1}"],
+            [True, False], [False, True], ["{q}", "M({k1})", "{p}"], ["i", "j"],
+            ["w", "i", "d"], ["{k1}", "{k3}"], range(len(LOOKUP_BODIES)), [False, True]):
         b, value, single = LOOKUP_BODIES[cast(int, body)]
         if v1 == k1 or v3 == k3 or (not wrap and key == "{k3}") or (v1 == "a1") != (
-                b == "a * a1") or (rebind and not (let and wrap)):
+                b == "a * a1") or (rebind and not (let and wrap)) or (
+                q == "{v1}" and p != "M") or (v3 == "d" and not let):
             continue
-        dom = str(q).format(p=p, k1=k1)
+        dom = str(q).format(p=p, k1=k1, v1=v1)
         onehot = f"sum(<k, {value}> in {dom}) {{{single} -> {b}}}"
         look = f"{{n -> {'d' if let else '(' + onehot + ')'}({str(key).format(k1=k1, k3=k3)})}}"
         if wrap:
