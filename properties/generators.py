@@ -827,13 +827,14 @@ def sized_lookup_family() -> Iterator[tuple[str, str]]:
         sum(<k1, v1> in P) [let d = sum(<k, a> in Q) {k -> b} in]
             sum(<k3, v3> in R) {0 -> d(key)}
 
-    P = x, V1, M, X2, W or unique(X2) (the keys of X2, no path); Q a vector: x, V1, y, a row of M or X2 at k1 or at 0; R the
-    same, W or P; key = k1 or k3; b strict in a or not.  Whether ``key`` is stored in Q
-    turns on every part of the reason: Q dense (V1 is not), Q's size that of the layer
-    ``key`` iterates (m for P = M or X2, n for x, V1 and rows, none for y and W: two
-    unknown sizes are not the same), and, for a row of X2, the row itself stored, so k1
-    a key of X2's (a row of X2 at a key of size n is empty when n > m); and, over M,
-    ``let x = V1 * 2.0`` around it: a sparse vector hiding the dense input x."""
+    P = x, V1, M, X2, W or unique(X2) (the keys of X2, no path); Q a vector: x, V1, y, a
+    row of M or X2 at k1 or at 0; R the same, W or P; key = k1 or k3; b strict in a or
+    not. Whether ``key`` is stored in Q turns on every part of the reason: Q dense (V1
+    is not), Q's size that of the layer ``key`` iterates (m for P = M or X2, n for x, V1
+    and rows, none for y and W: two unknown sizes are not the same), and, for a row of
+    X2, the row itself stored, so k1 a key of X2's (a row of X2 at a key of size n is
+    empty when n > m); and, over M, ``let x = V1 * 2.0`` around it: a sparse vector
+    hiding the dense input x."""
     for p, q, let, r, key, b, shadow in itertools.product(
             ["x", "V1", "M", "X2", "W", "unique(X2)"],
             ["x", "V1", "y", "M(k1)", "X2(k1)", "X2(0)"],

@@ -22,7 +22,8 @@
   shadowed binders), each rule alone and all together.
 * ``strict(t, 0)``, vertical fusion's side condition, is sound: a sub-expression it
   holds for, with a variable of its scope as index 0, is zero wherever that variable is.
-  It knows each of its productions: it holds of every term built by one.
+  It knows each of its productions: it holds of every term built by one, and of one
+  term per production; and no constant is strict (1.0 under a let, whose index is 1).
 * The cost model is STOREL's (``shared/research/storel-rules.md``): a program alone in
   an e-graph is extracted as itself, at the cost the table gives it, and a saturated
   program's extraction costs what the table gives the program extracted.
@@ -123,7 +124,7 @@ from sdqlite.typecheck import Ctx, synth, typecheck
 from sdqlite.types import INT, REAL, DictT, Type, tensor
 from semantics.display import read_value
 from semantics.interp import evaluate
-from semantics.values import FRACTION, is_zero
+from semantics.values import FRACTION, dense, is_zero
 
 Site = tuple[Generated, Expr]
 LIMITS = {"iter_limit": 4, "node_limit": 3000, "time_limit": 20.0}
@@ -374,6 +375,26 @@ def test_strict_knows_its_productions(e: Expr, data: st.DataObject) -> None:
     assert strict(encode(elab, ctx, (("x", REAL),)), 0), show(elab)
     env = {**data.draw(environments(ctx, exact=True)), "x": Fraction(0)}
     assert is_zero(evaluate(elab, env, FRACTION))
+
+
+#: one term per production of ``strict`` (zero wherever x is), and terms it must not
+#: claim: constants under binders whose index they equal (1.0 under a let, 2.0 under a sum)
+STRICT_EACH = ["x * s", "s * x", "x + x", "if n = n then x", "sum(<k, v> in {0 -> x}) s",
+               "sum(<k, v> in V) x * v", "let y = s in x", "{0 -> x}(n)",
+               "sum(<k, v> in {n -> x}) v"]
+NOT_STRICT = ["let y = s in 1.0", "let y = s in let z = s in 2.0", "sum(<k, v> in V) 2.0 * v",
+              "x + 1.0"]
+
+
+def test_strict_knows_each_production_and_no_constant_is_strict() -> None:
+    ctx: dict[str, Type] = {**SHAPE_CTX}
+    env: dict[str, object] = {"s": Fraction(2), "n": 0, "V": {0: Fraction(3)},
+                              "M": {}, "a": dense([]), "x": Fraction(0)}
+    for text in STRICT_EACH + NOT_STRICT:
+        elab, _ = typecheck(parse_expr(text), {**ctx, "x": REAL})
+        zero = is_zero(evaluate(elab, env, FRACTION))
+        assert zero == (text in STRICT_EACH), text  # the lists are right
+        assert strict(encode(elab, ctx, (("x", REAL),)), 0) == zero, text
 
 
 @given(rewrite_sites(), st.sampled_from(sorted(SATURATION_RULES)), st.data())
