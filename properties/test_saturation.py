@@ -34,7 +34,9 @@
   a fresh extraction gives.
 * Every rule fires on some generated program, and a guard admits its boundary instance
   (``BOUNDARY_INSTANCES``: sum-to-get's key read from the nearest outer binder, fusion's
-  unique value of a range); the iteration limit is egg's default.
+  unique value of a range); the iteration limit is egg's default.  A rule that carries a
+  term across binders (fusion, sum factorization, a lookup into a sum) keeps what its
+  outer variables mean (``MOVED_INSTANCES``, each reading the nearest outer binders).
 * Every guard is needed: without it the rule rewrites some instance wrongly
   (``SATURATION_GUARD_COUNTEREXAMPLES``, one entry per guard of every guarded rule but
   the zero rules, whose condition only completes the pattern).  Guards that no
@@ -573,6 +575,39 @@ def test_each_guard_admits_its_boundary_instance() -> None:
         e = typecheck(parse_expr(text), ctx)[0]
         result = optimize(e, ctx, rules=[rule], **LIMITS)  # type: ignore[arg-type]
         assert result.report.fired[rule] > 0, (rule, text)
+
+
+#: rules that carry a term across binders, each reading the nearest outer binders (de
+#: Bruijn index 2 and 3 in the matched sum's body): the indices must move by exactly the
+#: binders added or removed
+MOVED_INSTANCES: list[tuple[str, str]] = [
+    ("sum-sum-vert-fuse-1",
+     "sum(<i, w> in V) sum(<k1, v1> in sum(<k2, v2> in V) {k2 -> v2 * 2.0}) v1 * w"),
+    ("sum-sum-vert-fuse-1",
+     "sum(<i, w> in V) sum(<k1, v1> in sum(<k2, v2> in V) {k2 -> v2 * 2.0}) v1 * V(i)"),
+    ("sum-sum-vert-fuse-1",
+     "sum(<i, w> in V) sum(<k1, v1> in sum(<k2, v2> in V) {k2 -> v2 * 2.0}) v1 * V(k1)"),
+    ("sum-sum-vert-fuse-2",
+     "sum(<i, w> in V) sum(<k1, v1> in sum(<k, v> in (0:3)) {unique(v) -> V(v)}) v1 * w"),
+    ("sum-sum-vert-fuse-2",
+     "sum(<i, w> in V) sum(<k1, v1> in sum(<k, v> in V) {unique(k) -> v * 2.0}) v1 * w"),
+    ("sum-fact-1", "sum(<i, w> in V) sum(<k, v> in V) w * v"),
+    ("sum-fact-2", "sum(<i, w> in V) sum(<k, v> in V) v * w"),
+    ("sum-fact-2", "sum(<i, w> in V) sum(<k, v> in V) v * V(i)"),
+    ("lookup-sum", "sum(<i, w> in V) (sum(<k, v> in M) v)(i) * w"),
+]
+
+
+def test_a_rule_moving_a_term_across_binders_reads_its_outer_variables_right() -> None:
+    ctx: dict[str, Type] = {"V": SPARSE1, "M": tensor(2)}
+    env: dict[str, object] = {"V": {0: Fraction(2), 1: Fraction(3), 2: Fraction(5)},
+                              "M": {0: {0: Fraction(1)}, 1: {1: Fraction(7), 0: Fraction(4)}}}
+    for rule, text in MOVED_INSTANCES:
+        e = typecheck(parse_expr(text), ctx)[0]
+        result = optimize(e, ctx, rules=[rule], **LIMITS)  # type: ignore[arg-type]
+        assert result.report.fired[rule] > 0, (rule, text)
+        assert evaluate(e, env, FRACTION) == evaluate(result.program, env, FRACTION), \
+            (rule, text, show(result.program))
 
 
 def test_the_iteration_limit_is_eggs_default() -> None:
