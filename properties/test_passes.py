@@ -228,14 +228,17 @@ ALIASED = [
 
 
 def test_the_iterated_key_lookup_sees_a_path_however_it_is_written() -> None:
-    """Row i of M written ``M(i)``, as the value r iterated from M at i, or through let-
-    bound names of either: the pass fires the same rewrites (by the same reason) on
-    every way of writing it, and at least one (a path it does not follow is a lookup it
-    leaves)."""
+    """Row i of M written ``M(i)``, as the value r iterated from M at i, through let-
+    bound names of either, or as ``y(i)`` with y bound to M: the pass fires the same
+    rewrites (by the same reason) on every way of writing it, and at least one (a path
+    it does not follow is a lookup it leaves)."""
     for ctx, wrt, template in ALIASED:
         seen: set[tuple[tuple[str, int], ...]] = set()
-        for let in ("", "let y = M(i) in", "let y = r in", "let y = r in let z = y in"):
+        for let in ("", "let y = M(i) in", "let y = r in", "let y = r in let z = y in",
+                    "let y = M in"):
             paths = ["M(i)", "r", *[x for x in ("y", "z") if f"let {x}" in let]]
+            if let == "let y = M in":  # the matrix aliased: its row is y(i)
+                paths = ["M(i)", "r", "y(i)"]
             for a, b in itertools.product(paths, paths):
                 text = template.replace("LET", let).replace("A", a).replace("B", b)
                 e = typecheck(parse_expr(text), ctx)[0]
