@@ -34,9 +34,10 @@
   a fresh extraction gives.
 * Every rule fires on some generated program, and a guard admits its boundary instance
   (``BOUNDARY_INSTANCES``: sum-to-get's key read from the nearest outer binder, fusion's
-  unique value of a range); the iteration limit is egg's default.  A rule that carries a
-  term across binders (fusion, sum factorization, a lookup into a sum) keeps what its
-  outer variables mean (``MOVED_INSTANCES``, each reading the nearest outer binders).
+  unique value of a range, the zero rules' scalar zeros 0.0 and 0); the iteration limit
+  is egg's default. A rule that carries a term across binders (fusion, sum
+  factorization, a lookup into a sum) keeps what its outer variables mean
+  (``MOVED_INSTANCES``, each reading the nearest outer binders).
 * Every guard is needed: without it the rule rewrites some instance wrongly
   (``SATURATION_GUARD_COUNTEREXAMPLES``, one entry per guard of every guarded rule but
   the zero rules, whose condition only completes the pattern).  Guards that no
@@ -567,6 +568,9 @@ BOUNDARY_INSTANCES: list[tuple[str, Ctx, str]] = [
     # over a range the value is the position: unique(v) is as injective as the key
     ("sum-sum-vert-fuse-2", {"V": SPARSE1},
      "sum(<k1, v1> in sum(<k, v> in (0:3)) {unique(v) -> V(v)}) v1 * 2.0"),
+    # the zero of a scalar: 0.0 for a real, 0 for an int
+    ("add-zero-right", {"x": REAL}, "x + 0.0"),
+    ("add-zero-right", {"n": INT}, "n + 0"),
 ]
 
 
