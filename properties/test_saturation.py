@@ -733,6 +733,10 @@ SATURATION_GUARD_COUNTEREXAMPLES: dict[tuple[str, str], tuple[dict[str, Type], s
     # key 5 is not stored: the sum is 0, the lookup's body still 1.0
     ("sum-to-get", "the body is strict in v"): (
         V1, "sum(<k, v> in V) if k = 5 then 1.0", "V = {0 -> 2.0}"),
+    # key 0 is not stored: the sum is the empty array, while 0.0 * z keeps z's positions
+    ("sum-to-get", "no dense result"): (
+        {"V": SPARSE1, "z": DictT(REAL, dense=True)}, "sum(<k, v> in V) if k = 0 then v * z",
+        "V = {1 -> 2.0}; z = [1.0, 1.0]"),
     # only a range's values are its keys
     ("sum-range-1", "it iterates a range"): (
         {"N": DictT(INT)}, "sum(<k, v> in N) {k -> v}", "N = {0 -> 5}"),
