@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"write the score table to {REPORT.relative_to(ROOT)}")
     ap.add_argument("--from-log", action="store_true",
                     help="the score table of the mutants a (stopped) run finished, from "
-                         ".mutation/progress.log")
+                         ".mutation/progress.log (with --report, written as the report)")
     ap.add_argument("--phase", choices=["record"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     os.environ["HYPOTHESIS_PROFILE"] = "mutation"  # conftest.py: 100 examples, no shrinking
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     # mutant of the Python code seldom changes the C++, so its builds are cache hits
     os.environ.setdefault("SDQLITE_CACHE", str(STATE / "cpp-cache"))
     if args.from_log:
-        return from_log(args.modules)
+        return from_log(args.modules, args.report)
     if args.list:
         m = Module.load(args.list)
         for i in range(1, len(m.mutants) + 1):
@@ -198,7 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     (STATE / "last-run.json").write_text(json.dumps(
         {f"{n}:{i}": vars(results[(n, i)]) for n, i in chosen}, indent=1))
     if args.report:
-        REPORT.write_text(report(rows, args, minutes, "\n".join(printed)))
+        cmd = "python -m mutation" + (f" --quick {args.quick}" if args.quick else "")
+        REPORT.write_text(report(rows, (
+            f"Written by `{cmd} --report` on {datetime.date.today().isoformat()}, "
+            f"{platform.machine()}, {os.cpu_count()} cores, Python "
+            f"{platform.python_version()}, {minutes:.0f} minutes with {args.jobs} jobs, "
+            f"Hypothesis profile `mutation` (derandomized, 100 examples, no shrinking).\n"),
+            "Survivors, and mutants only tests/ killed", "\n".join(printed)))
         print(f"wrote {REPORT.relative_to(ROOT)}")
     return 0
 
@@ -206,26 +212,41 @@ def main(argv: list[str] | None = None) -> int:
 Row = dict[str, Any]
 
 
-def from_log(names: list[str]) -> int:
+def from_log(names: list[str], write: bool = False) -> int:
     """The table for the runs that finished (a provisional survivor of properties/ whose
     run against tests/ did not finish counts as not killed by properties/, and is left
-    out of the whole suite's figure)."""
+    out of the whole suite's figure); with ``write``, the report of it."""
     results: dict[tuple[str, int], Outcome] = {}
     for line in (STATE / "progress.log").read_text().splitlines():
         fields = line.split("\t") if "\t" in line else line.split(" ", 4)
         name, status, scope, seconds, by = (fields + [""] * 5)[:5]
         module, _, number = name.partition(":")
-        key = (module, int(number))
+        mutant = (module, int(number))
         if status == "survived properties/":
-            results.setdefault(key, Outcome("survived", "", "", float(seconds)))
+            results.setdefault(mutant, Outcome("survived", "", "", float(seconds)))
         else:
-            results[key] = Outcome(status, by, scope, float(seconds))
+            results[mutant] = Outcome(status, by, scope, float(seconds))
     modules = {n: Module.load(n) for n in names}
     chosen = [k for k in results if k[0] in modules]
-    print(format_table(table(names, modules, chosen, {}, results)))
-    for key in chosen:
-        if results[key].status in ("survived", "uncovered"):
-            print(describe(modules[key[0]], key[1]))
+    known = equivalents()
+    equivalent = {(n, i): known[key(m, e)] for n, m in modules.items()
+                  for i, e in enumerate(m.mutants, 1) if key(m, e) in known}
+    rows = table(names, modules, chosen, equivalent, results)
+    printed = "\n".join(describe(modules[k[0]], k[1]) for k in chosen
+                         if results[k].status in ("survived", "uncovered"))
+    print(format_table(rows) + "\n" + printed)
+    if write:
+        REPORT.write_text(report(rows, (
+            f"Written by `python -m mutation --from-log --report` on "
+            f"{datetime.date.today().isoformat()} on commit {_commit()} from "
+            f"`.mutation/progress.log`: the "
+            f"{len(chosen)} mutants a run finished before it was stopped (its modules in "
+            f"order, each module's in line order), Hypothesis profile `mutation` "
+            f"(derandomized, 100 examples, no shrinking); a module's mutants that are "
+            f"listed as equivalent were not run and are not counted.\n"),
+            "Survivors (of properties/, where the run against tests/ did not finish)",
+            printed))
+        print(f"wrote {REPORT.relative_to(ROOT)}")
     return 0
 
 
@@ -269,16 +290,18 @@ def _total(rows: list[Row]) -> Row:
     return out
 
 
-def report(rows: list[Row], args: argparse.Namespace, minutes: float, printed: str) -> str:
-    cmd = "python -m mutation" + (f" --quick {args.quick}" if args.quick else "")
-    return (f"# Mutation score\n\nWritten by `{cmd} --report` on "
-            f"{datetime.date.today().isoformat()}, {platform.machine()}, "
-            f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"{minutes:.0f} minutes with {args.jobs} jobs, Hypothesis profile `mutation` "
-            f"(derandomized, 100 examples, no shrinking).\n"
+def _commit() -> str:
+    """The commit the working tree is at (the code the log's run mutated, if it has not
+    changed since)."""
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                         capture_output=True, text=True)
+    return out.stdout.strip() or "(unknown)"
+
+
+def report(rows: list[Row], header: str, title: str, printed: str) -> str:
+    return (f"# Mutation score\n\n{header}"
             f"A score is the share of the mutants run (the non-equivalent ones) that a test "
-            f"kills.\n\n{format_table(rows)}\n\n"
-            f"## Survivors, and mutants only tests/ killed\n\n```text\n{printed}\n```\n")
+            f"kills.\n\n{format_table(rows)}\n\n## {title}\n\n```text\n{printed}\n```\n")
 
 
 if __name__ == "__main__":

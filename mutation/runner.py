@@ -264,7 +264,7 @@ class MutatePlugin:
                 if later is not None:
                     self.results[key] = out  # provisional: the properties' verdict
                     _log(key, Outcome("survived properties/", "", "", out.seconds))
-                    queue.append(later)
+                    queue.insert(0, later)  # next: a stopped run has whole verdicts
                     total += 1
                     done += 1
                     continue
