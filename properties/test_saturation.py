@@ -34,9 +34,9 @@
   a fresh extraction gives.
 * Every rule fires on some generated program, and a guard admits its boundary instance
   (``BOUNDARY_INSTANCES``: sum-to-get's key read from the nearest outer binder, fusion's
-  unique value of a range, the zero rules' scalar zeros 0.0 and 0); the iteration limit
-  is egg's default. A rule that carries a term across binders (fusion, sum
-  factorization, a lookup into a sum) keeps what its outer variables mean
+  unique value of a range, the zero rules' scalar zeros 0.0 and 0, the unit 1.0); the
+  iteration limit is egg's default. A rule that carries a term across binders (fusion,
+  sum factorization, a lookup into a sum) keeps what its outer variables mean
   (``MOVED_INSTANCES``, each reading the nearest outer binders).
 * Every guard is needed: without it the rule rewrites some instance wrongly
   (``SATURATION_GUARD_COUNTEREXAMPLES``, one entry per guard of every guarded rule but
@@ -571,6 +571,9 @@ BOUNDARY_INSTANCES: list[tuple[str, Ctx, str]] = [
     # the zero of a scalar: 0.0 for a real, 0 for an int
     ("add-zero-right", {"x": REAL}, "x + 0.0"),
     ("add-zero-right", {"n": INT}, "n + 0"),
+    # the unit is 1.0
+    ("mult-one-left", {"x": REAL}, "1.0 * x"),
+    ("mult-one-right", {"x": REAL}, "x * 1.0"),
 ]
 
 
@@ -599,6 +602,7 @@ MOVED_INSTANCES: list[tuple[str, str]] = [
     ("sum-fact-2", "sum(<i, w> in V) sum(<k, v> in V) v * w"),
     ("sum-fact-2", "sum(<i, w> in V) sum(<k, v> in V) v * V(i)"),
     ("lookup-sum", "sum(<i, w> in V) (sum(<k, v> in M) v)(i) * w"),
+    ("sum-fact-3", "sum(<i, w> in V) let j = i in sum(<k, v> in V) {j -> v}"),
 ]
 
 
@@ -690,6 +694,10 @@ SATURATION_GUARD_COUNTEREXAMPLES: dict[tuple[str, str], tuple[dict[str, Type], s
     ("sum-sum-vert-fuse-2", "the key is provably unique"): (
         V1, "sum(<k1, v1> in sum(<k, v> in (0:2)) {unique(0) -> V(v)}) v1 * v1",
         "V = {0 -> 2.0, 1 -> 3.0}"),
+    # a value is unique over a range only: N's two entries 3 add up before v1 * v1
+    ("sum-sum-vert-fuse-2", "a value is unique over a range only"): (
+        {"N": DictT(INT)}, "sum(<k1, v1> in sum(<k, v> in N) {unique(v) -> 1.0}) v1 * v1",
+        "N = {0 -> 3, 1 -> 3}"),
     # the identity map turns a dense array into a dictionary: another type
     ("sum-sing", "a sparse dictionary"): (
         {"a": DictT(REAL, dense=True)}, "sum(<k, v> in a) {k -> v}", "a = [1.0, 0.0]"),
