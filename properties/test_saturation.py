@@ -34,10 +34,11 @@
   a fresh extraction gives.
 * Every rule fires on some generated program, and a guard admits its boundary instance
   (``BOUNDARY_INSTANCES``: sum-to-get's key read from the nearest outer binder, fusion's
-  unique value of a range, the zero rules' scalar zeros 0.0 and 0, the unit 1.0); the
-  iteration limit is egg's default. A rule that carries a term across binders (fusion,
-  sum factorization, a lookup into a sum) keeps what its outer variables mean
-  (``MOVED_INSTANCES``, each reading the nearest outer binders).
+  unique value of a range, a range's value read without its key, the zero rules' scalar
+  zeros 0.0 and 0, the unit 1.0); the iteration limit is egg's default. A rule that
+  carries a term across binders (fusion, sum factorization, a lookup into a sum) keeps
+  what its outer variables mean (``MOVED_INSTANCES``, each reading the nearest outer
+  binders).
 * Every guard is needed: without it the rule rewrites some instance wrongly
   (``SATURATION_GUARD_COUNTEREXAMPLES``, one entry per guard of every guarded rule but
   the zero rules, whose condition only completes the pattern).  Guards that no
@@ -571,6 +572,8 @@ BOUNDARY_INSTANCES: list[tuple[str, Ctx, str]] = [
     # the zero of a scalar: 0.0 for a real, 0 for an int
     ("add-zero-right", {"x": REAL}, "x + 0.0"),
     ("add-zero-right", {"n": INT}, "n + 0"),
+    # a range's value read as such (its key not read): the value is the key
+    ("sum-range-1", {}, "sum(<k, v> in (0:3)) v * 2"),
     # the unit is 1.0
     ("mult-one-left", {"x": REAL}, "1.0 * x"),
     ("mult-one-right", {"x": REAL}, "x * 1.0"),
@@ -628,9 +631,10 @@ def range_family() -> list[str]:
     looks R up at a key (the iteration's own, the outer sum's key or value, a constant in
     or out of the range, an inner binder) as the body, in an inner sum's domain or body,
     under one let or two, or as a product's last factor, or looks another dictionary up
-    at k: get-range
-    may rewrite only the lookup at k, and only where R means the same (issue: a depth
-    count that put an inner sum's domain under its binders took R(j) for R(k))."""
+    at k, or looks up at k R's twin (R with k for j: inside the sum, the same de Bruijn
+    term as R outside it when R's bounds read j): get-range may rewrite only the lookup
+    at k, and only where R means the same (issue: a depth count that put an inner sum's
+    domain under its binders took R(j) for R(k); and bounds reading a bound index)."""
     out = []
     for dom in ("V", "(0:5)"):
         for rng in ("(1:3)", "(j:j + 2)"):
@@ -643,6 +647,9 @@ def range_family() -> list[str]:
                     out.append(f"sum(<j, u> in {dom}) sum(<k, v> in {rng}) {body}")
             for body in (f"sum(<k2, v2> in V) {rng}(k2)", "V(k)"):  # other keys, dicts
                 out.append(f"sum(<j, u> in {dom}) sum(<k, v> in {rng}) {body}")
+        for rng in ("(j:j + 2)", "(0:j)"):  # R's twin: k for j, R's de Bruijn term inside
+            twin = rng.replace("j", "k")
+            out.append(f"sum(<j, u> in {dom}) sum(<k, v> in {rng}) {twin}(k)")
     return out
 
 
