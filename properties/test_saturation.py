@@ -9,9 +9,9 @@
   thing (the same operation of an operand whose free variables are read as what their
   binders range over), on every term of a family of nested sums and lets at once.
 * Every saturation rule, run alone to saturation, and all of them together, followed by
-  extraction: ``optimize(e)`` has e's type and e's value on generated ρ — for generated
-  programs of both fragments and differentiated ones; extraction never returns a program
-  costlier than its input under the cost model.
+  extraction: ``optimize(e)`` has e's type and e's value on generated ρ, and its fresh
+  binders hide no input — for generated programs of both fragments and differentiated
+  ones; extraction never returns a program costlier than its input under the cost model.
 * Scoping (``saturation._scoped``): after saturation with every rule, each class's typed
   free de Bruijn indices are those of each of its nodes — no union merged classes of
   different scopes — and the root's are none, so every extracted program is closed;
@@ -35,10 +35,10 @@
 * Every rule fires on some generated program, and a guard admits its boundary instance
   (``BOUNDARY_INSTANCES``: sum-to-get's key read from the nearest outer binder, fusion's
   unique value of a range, a range's value read without its key, the zero rules' scalar
-  zeros 0.0 and 0, the unit 1.0); the iteration limit is egg's default. A rule that
-  carries a term across binders (fusion, sum factorization, a lookup into a sum) keeps
-  what its outer variables mean (``MOVED_INSTANCES``, each reading the nearest outer
-  binders).
+  zeros 0.0 and 0, the unit 1.0); the iteration limit is egg's default, and the node and
+  time limits the README states. A rule that carries a term across binders (fusion, sum
+  factorization, a lookup into a sum) keeps what its outer variables mean
+  (``MOVED_INSTANCES``, each reading the nearest outer binders).
 * Every guard is needed: without it the rule rewrites some instance wrongly
   (``SATURATION_GUARD_COUNTEREXAMPLES``, one entry per guard of every guarded rule but
   the zero rules, whose condition only completes the pattern).  Guards that no
@@ -48,6 +48,7 @@
 
 from collections import Counter
 from fractions import Fraction
+from pathlib import Path
 from unittest.mock import patch
 
 from hypothesis import example, given, settings
@@ -84,6 +85,7 @@ from sdqlite.ast import (
     UnOp,
     Var,
     children,
+    subterms,
 )
 from sdqlite.egraph import (
     ClassId,
@@ -429,10 +431,23 @@ def test_saturation_is_sound_on_the_shapes_of_the_guards(g: Generated,
 def test_saturation_and_extraction_are_sound(site: Site, data: st.DataObject) -> None:
     g, elab = site
     result = optimize(elab, g.ctx, **LIMITS)  # type: ignore[arg-type]
+    assert not _bound_names(result.program) & set(g.ctx)  # its binders hide no input
     assert result.cost_after <= result.cost_before
     assert (result.cost_before, result.cost_after) == (  # keep nodes cost nothing
         _storel_cost(elab, g.ctx), _storel_cost(result.program, g.ctx))
     assert_same_meaning(site, result.program, data)
+
+
+def _bound_names(e: Expr) -> set[str]:
+    return {n for t in subterms(e) if isinstance(t, Sum | Let)
+            for n in ((t.key, t.val) if isinstance(t, Sum) else (t.name,))}
+
+
+def test_optimized_binders_hide_no_input_even_one_the_program_does_not_read() -> None:
+    # inputs named as the fresh binders would be (k1, v2, ...), none of them read
+    ctx: dict[str, Type] = {"k1": INT, "v2": REAL, "k3": INT, "v4": REAL, "V": SPARSE1}
+    e = typecheck(parse_expr("sum(<i, a> in V) sum(<j, b> in V) a * b"), ctx)[0]
+    assert not _bound_names(optimize(e, ctx, **LIMITS).program) & set(ctx)  # type: ignore[arg-type]
 
 
 @given(st.one_of(rewrite_sites(), guard_shapes().map(
@@ -621,9 +636,12 @@ def test_a_rule_moving_a_term_across_binders_reads_its_outer_variables_right() -
             (rule, text, show(result.program))
 
 
-def test_the_iteration_limit_is_eggs_default() -> None:
-    """30 iterations, egg's ``Runner`` default (the other limits are this project's)."""
-    assert Limits().iter_limit == 30
+def test_the_default_limits_are_the_documented_ones() -> None:
+    """30 iterations, egg's ``Runner`` default; 20,000 nodes and 10 s, this project's, as
+    the README states them (the CLI's ``--node-limit`` and ``--time-limit`` defaults)."""
+    assert (Limits().iter_limit, Limits().node_limit, Limits().time_limit) == (30, 20_000, 10.0)
+    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
+    assert "default limits (30 iterations, 20,000 nodes, 10 s per saturation" in readme
 
 
 def range_family() -> list[str]:
