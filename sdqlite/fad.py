@@ -44,6 +44,7 @@ from sdqlite.ast import (
     Unique,
     UnOp,
     Var,
+    map_children,
 )
 from sdqlite.errors import SDQLiteError, Span
 from sdqlite.names import NameSupply, names_in
@@ -203,18 +204,15 @@ class Differentiator:
 
 
 def _located(e: Expr, span: Span | None, arg: Expr) -> Expr:
-    """The operations ``op'(arg)`` adds, located at ``op(arg)`` in the source: a failure
-    in a derivative (``inv(0.0)`` for ``log'(0.0)``) is reported where the operation is."""
-    if e is arg or span is None:
+    """The unary operations ``op'(arg)`` adds, located at ``op(arg)`` in the source (those
+    of ``arg`` keep theirs): a failure in a derivative (``inv(0.0)`` for ``log'(0.0)``)
+    is reported where the operation is."""
+    if e is arg:
         return e
     match e:
         case UnOp(name, x):
-            return UnOp(name, _located(x, span, arg), span=e.span or span)
-        case Mul(a, b):
-            return Mul(_located(a, span, arg), _located(b, span, arg), span=e.span or span)
-        case Add(a, b):
-            return Add(_located(a, span, arg), _located(b, span, arg), span=e.span or span)
-    return e
+            return UnOp(name, _located(x, span, arg), span=span)
+    return map_children(e, lambda c: _located(c, span, arg))
 
 
 def fad(e: Expr, ctx: Ctx, tau: Type = REAL, tangents: Mapping[str, str] | None = None,
