@@ -199,10 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     (STATE / "last-run.json").write_text(json.dumps(
         {f"{n}:{i}": vars(results[(n, i)]) for n, i in chosen}, indent=1))
     if args.report:
-        cmd = "python -m mutation" + (f" --quick {args.quick}" if args.quick else "")
+        cmd = "python -m mutation" + (f" --quick {args.quick}" if args.quick else "") + (
+            "" if args.modules == list(TARGETS) else " --modules " + " ".join(args.modules))
         REPORT.write_text(report(rows, (
-            f"Written by `{cmd} --report` on {datetime.date.today().isoformat()}, "
-            f"{platform.machine()}, {os.cpu_count()} cores, Python "
+            f"Written by `{cmd} --report` on {datetime.date.today().isoformat()}, on "
+            f"commit {_commit()}, {platform.machine()}, {os.cpu_count()} cores, Python "
             f"{platform.python_version()}, {minutes:.0f} minutes with {args.jobs} jobs, "
             f"Hypothesis profile `mutation` (derandomized, 100 examples, no shrinking).\n"),
             "Survivors, and mutants only tests/ killed", "\n".join(printed)))

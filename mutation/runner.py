@@ -13,7 +13,8 @@
    of the module so far first — until one fails (killed) or all pass (survived).  A
    mutant in code that runs when its module is imported (a rule table, a constant, a
    default) cannot be switched on in a fork: its child starts a fresh interpreter with
-   it switched on, and runs every test that reaches the module.  (A function called
+   it switched on, and runs every test of the files that have a test reaching the
+   module (a test may read a default and reach no mutant at run time).  (A function called
    while the tests are collected, to build an example, runs as written there: the
    tests themselves run with the mutant.)
    A child over its time limit (in CPU seconds: three times its tests' recorded time,
@@ -224,11 +225,16 @@ class MutatePlugin:
                     reached.setdefault((n, i), []).append(t)
         kills: dict[str, Counter[str]] = {n: Counter() for n in self.modules}
 
+        # a value fixed at import (a default, a table) is read by tests that reach no
+        # mutant at run time (``Limits().iter_limit == 30``): every test of a file with a
+        # test that reaches the module may see it
+        files = {n: {t.split("::")[0] for t in ts} for n, ts in module_tests.items()}
+
         def job(key: tuple[str, int], scope: str) -> Job | None:
             n, i = key
             fresh = self.modules[n].mutants[i - 1].at_import
-            # evaluated at import: every test that runs the module may see it
-            pool = module_tests.get(n, set()) if fresh else set(reached.get(key, []))
+            pool = ({t for t in tests if t.split("::")[0] in files.get(n, set())} if fresh
+                    else set(reached.get(key, [])))
             chosen = [t for t in pool if t.startswith(scope + "/") and t in items]
             if not chosen:
                 return None
