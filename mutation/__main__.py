@@ -216,8 +216,9 @@ Row = dict[str, Any]
 
 def from_log(names: list[str], write: bool = False) -> int:
     """The table for the runs that finished (a provisional survivor of properties/ whose
-    run against tests/ did not finish counts as not killed by properties/, and is left
-    out of the whole suite's figure); with ``write``, the report of it."""
+    run against tests/ did not finish counts as killed by neither: the runner runs it
+    against tests/ next, so a stopped run has at most ``--jobs`` of them); with
+    ``write``, the report of it."""
     results: dict[tuple[str, int], Outcome] = {}
     for line in (STATE / "progress.log").read_text().splitlines():
         fields = line.split("\t") if "\t" in line else line.split(" ", 4)
