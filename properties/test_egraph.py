@@ -23,6 +23,12 @@
   iterations, running again at the iteration the ban ends; and ``run`` keeps to it (a
   refused rule fires nowhere in that iteration).
 * A rule whose left side is a pattern variable matches every class, and fires.
+* E-matching without unions is textbook matching (each class is one term): a pattern
+  matches a node only with as many operands as it has.  ``lookup_term(t)`` is the class
+  ``add_term(t)`` returns, or None exactly when adding would add nodes.  ``members``
+  visits each class once through transparent cycles and diamonds.
+* The defaults and the limits' boundaries are egg's (its documentation and
+  ``check_limits``): a run that reaches a limit exactly is not stopped.
 """
 
 from collections.abc import Iterator
@@ -298,3 +304,135 @@ def test_run_refuses_a_rule_over_its_match_limit_and_matches_variable_patterns(
             assert report.fired[name] == 0, (name, n, limit)
     if classes <= limit:
         assert report.fired["wrap"] > 0
+
+
+# A language whose operators take different numbers of operands ("f" takes one or two):
+# a pattern matches a node only with as many operands as it has.
+ragged = st.recursive(
+    st.sampled_from([Term(v) for v in VARS]),
+    lambda kids: st.one_of(st.builds(lambda x: Term("f", (x,)), kids),
+                           st.builds(lambda x, y: Term("f", (x, y)), kids, kids),
+                           st.builds(lambda x, y: Term("+", (x, y)), kids, kids)),
+    max_leaves=6,
+)
+patterns = st.recursive(
+    st.one_of(st.sampled_from([X, Y]), st.sampled_from([_p(v) for v in VARS])),
+    lambda kids: st.one_of(st.builds(lambda x: _p("f", x), kids),
+                           st.builds(lambda x, y: _p("f", x, y), kids, kids),
+                           st.builds(lambda x, y: _p("+", x, y), kids, kids)),
+    max_leaves=4,
+)
+
+
+def syntactic_matches(p: PNode | PVar, t: Term, s: dict[str, Term]) -> Iterator[dict[str, Term]]:
+    """The model: matching a pattern against one term, as a textbook does."""
+    match p:
+        case PVar(name):
+            if name not in s:
+                yield {**s, name: t}
+            elif s[name] == t:
+                yield s
+        case PNode(op, kids):
+            if op == t.op and len(kids) == len(t.children):
+                todo = [s]
+                for k, c in zip(kids, t.children, strict=True):
+                    todo = [s2 for s1 in todo for s2 in syntactic_matches(k, c, s1)]
+                yield from todo
+
+
+@given(st.lists(ragged, min_size=1, max_size=3), patterns)
+@example([Term("f", (Term("a"), Term("b")))], _p("f", X)).via("f(x) does not match f(a, b)")
+@example([Term("f", (Term("a"),))], _p("f", X, Y)).via("nor f(x, y) f(a)")
+def test_ematch_without_unions_is_syntactic_matching(ts: list[Term], p: PNode | PVar) -> None:
+    """With no unions every class is one term (hash-consing): e-matching a pattern in a
+    class finds exactly the textbook matches of the pattern against that term."""
+    g: EGraph[object] = EGraph()
+    for t in ts:
+        for s in subterms(t):
+            cid = g.add_term(s)
+            expected = sorted(sorted((v, g.add_term(u)) for v, u in m.items())
+                              for m in syntactic_matches(p, s, {}))
+            found = sorted(sorted(m.items()) for m in ematch(g, p, cid))
+            assert found == expected, (s, p)
+
+
+@given(st.lists(terms, min_size=1, max_size=3),
+       st.lists(st.tuples(st.integers(0, 99), st.integers(0, 99)), max_size=3),
+       st.lists(terms, min_size=1, max_size=4))
+@example([Term("a")], [], [Term("+", (Term("a"), Term("b")))]).via("a child is missing")
+def test_lookup_finds_what_add_would_return_and_adds_nothing(
+        ts: list[Term], unions: list[tuple[int, int]], probes: list[Term]) -> None:
+    """``lookup_term(t)`` is the class ``add_term(t)`` returns when ``t`` is represented,
+    and None when adding it would add nodes; looking up adds nothing."""
+    g: EGraph[object] = EGraph()
+    ids = [g.add_term(s) for t in ts for s in subterms(t)]
+    for i, j in unions:
+        g.union(ids[i % len(ids)], ids[j % len(ids)])
+    g.rebuild()
+    for t in [*probes, *ts]:
+        for s in subterms(t):
+            nodes = g.node_count
+            found = g.lookup_term(s)
+            assert g.node_count == nodes
+            added = g.add_term(s)
+            assert (found is None) == (g.node_count > nodes), s
+            assert found is None or found == g.find(added)
+
+
+@given(terms)
+def test_members_of_transparent_cycles_and_diamonds_are_listed_once(t: Term) -> None:
+    """``members`` follows transparent nodes to each class once: through a cycle
+    (a class holding wrap of itself, two steps round) and a diamond (two transparent
+    paths to one class), the members are the nodes of the classes reached, each once."""
+    def wrap(g: EGraph[object], op: str, cid: int) -> int:
+        return g.add(ENode(op, (cid,)))
+
+    def diamond(g: EGraph[object], inner: int) -> list[int]:
+        return [g.union(wrap(g, "wrap", inner), wrap(g, "wrap", wrap(g, "keep", inner)))]
+
+    def cycle(g: EGraph[object], inner: int) -> list[int]:  # inner ∋ wrap(wrap(inner))
+        once = wrap(g, "wrap", inner)
+        return [g.union(wrap(g, "wrap", once), inner), once]
+
+    for shape in (diamond, cycle):  # the diamond first: a mutant fails it, not loops
+        g: EGraph[object] = EGraph(transparent=lambda op: op in ("wrap", "keep"))
+        inner = g.add_term(t)
+        own = list(g.nodes(inner))
+        ids = shape(g, inner)
+        g.rebuild()
+        for cid in ids:
+            members = g.members(cid)
+            assert len(members) == len(set(members)), ("a member listed twice", shape)
+            assert set(members) == {g.canonicalize(n) for n in own}
+
+
+def test_the_schedulers_and_limits_defaults_are_eggs() -> None:
+    """The defaults are egg's documented ones (docs.rs/egg, ``BackoffScheduler``: "the
+    initial match limit ... Default: 1,000", "the initial ban length. Default: 5
+    iterations"; ``Runner``: "iteration limit. Default: 30", "egraph size limit (in
+    enodes). Default: 10,000", "time limit. Default: 5 seconds")."""
+    s = BackoffScheduler()
+    assert (s.match_limit, s.ban_length) == (1000, 5)
+    assert s.can_run("r", 0)  # no rule starts banned
+    defaults = run.__kwdefaults__ or {}
+    assert {k: defaults[k] for k in ("iter_limit", "node_limit", "time_limit")} == {
+        "iter_limit": 30, "node_limit": 10_000, "time_limit": 5.0}
+
+
+@given(terms)
+def test_limits_are_inclusive(t: Term) -> None:
+    """A limit stops a run that goes past it, not one that reaches it (egg's
+    ``check_limits`` compares with ``>``): a
+    run that saturates at n nodes saturates with a node limit of n, and one whose clock
+    never moves saturates with a time limit of 0."""
+    comm = RULES[:2]  # saturates: commutativity adds one node per operation at most
+    first: EGraph[object] = EGraph()
+    first.add_term(t)
+    report = run(first, comm, iter_limit=50, node_limit=10**9, time_limit=10**9)
+    assert report.stop_reason == "saturated"
+    for node_limit, time_limit in [(report.nodes, 10.0**9), (10**9, 0.0)]:
+        g: EGraph[object] = EGraph()
+        g.add_term(t)
+        again = run(g, comm, iter_limit=50, node_limit=node_limit, time_limit=time_limit,
+                    clock=lambda: 0.0)
+        assert again.stop_reason == "saturated", (node_limit, time_limit)
