@@ -1,7 +1,9 @@
 """Type soundness of the interpreter (Fig. fig:langs, §6.2 non-smooth semantics):
 if Γ ⊢ e : T and ρ ∈ ⟦Γ⟧, then ⟦e⟧(ρ) is a value of type T — and a canonical one
-(dictionaries store no zeros, dense arrays are well formed).  Checked in the float
-field and, exactly, in the field of rationals.  Elaboration is idempotent.
+(dictionaries store no zeros, dense arrays are well formed), whose reals are in the
+field the interpreter computes in (floats, Fractions, sympy numbers: a literal is read
+into the field).  Checked in the float field, exactly in the field of rationals, and in
+sympy's, the oracle's.  Elaboration is idempotent.
 
 A value's data tell its type where they determine it (``values.type_of``, used when an
 input is given without a declaration): for a generated value v of type T, type_of(v) is
@@ -20,7 +22,17 @@ from sdqlite.ast import IntConst, Mul, Range, SubArray
 from sdqlite.typecheck import typecheck
 from sdqlite.types import BOOL, INT, REAL, DictT, Type
 from semantics.interp import evaluate
-from semantics.values import FLOAT, FRACTION, DenseArray, Field, Value, has_type, type_of
+from semantics.values import (
+    FLOAT,
+    FRACTION,
+    DenseArray,
+    Field,
+    Value,
+    has_type,
+    is_sympy,
+    sympy_field,
+    type_of,
+)
 
 Case = tuple[Generated, dict[str, Value]]
 
@@ -34,11 +46,24 @@ EMPTY_SUBARRAY: Case = (
 )
 
 
+def _reals(v: Value) -> list[Value]:
+    if isinstance(v, dict):
+        return [r for x in v.values() for r in _reals(x)]
+    if isinstance(v, DenseArray):
+        return [r for x in v.items for r in _reals(x)]
+    return [] if isinstance(v, bool | int) else [v]
+
+
+IN_FIELD = {"float": lambda r: isinstance(r, float), "fraction": lambda r: isinstance(r, Fraction),
+            "sympy": is_sympy}
+
+
 def _sound(case: Case, field: Field) -> None:
     g, env = case
     elab, t = typecheck(g.expr, g.ctx)
     value = evaluate(elab, env, field)
     assert has_type(value, t), (value, t)
+    assert all(IN_FIELD[field.name](r) for r in _reals(value)), (value, field.name)
 
 
 @given(programs_with_env())
@@ -50,6 +75,12 @@ def test_well_typed_programs_evaluate_to_their_type(case: Case) -> None:
 @example(EMPTY_SUBARRAY)
 def test_soundness_over_the_rationals(case: Case) -> None:
     _sound(case, FRACTION)
+
+
+@given(programs_with_env(exact=True))
+def test_soundness_over_sympy(case: Case) -> None:
+    g, env = case
+    _sound((g, {x: _symbolic(v) for x, v in env.items()}), sympy_field())
 
 
 @given(programs())

@@ -12,11 +12,15 @@ the oracle's comparisons rest on them:
   does not; of a number of any kind (int, float, Fraction, bool, a numpy scalar) exactly
   when it equals 0.
 * ``has_type`` holds of a scalar for its own type only (a bool is no int, a real no int),
-  and of a dictionary only if its keys are ints (not bools, reals or strings).
+  of a dictionary only if its keys are ints (not bools, reals or strings), and of a
+  dense array only in its one canonical form: an array (not the dictionary of its
+  entries, nor an empty dictionary), starting at 0 when it is empty.
+* A bool equals only a bool (``True == 1`` in Python), whichever side it is on.
 * ``inner_extents_forgotten`` keeps arrays outside dictionaries as they are and reads
   those stored under a key as the dictionary of their non-zero positions.
 * ``stored_zero`` finds no zero entry in a canonical value, and in a value with one
-  stored zero finds exactly its keys (the error for such data names where it is).
+  stored zero finds exactly its keys; the error for such data names where it is when
+  the data are otherwise of the declared type, and the two types when they are not.
 * The interpreter refuses a range or sub-array of more than ``MAX_DENSE`` positions
   before building it, with an error that names the size.
 * ``evaluate`` called directly with data that do not fit their types (its callers
@@ -45,6 +49,7 @@ from semantics.values import (
     FLOAT,
     DenseArray,
     Value,
+    data_mismatch,
     dense,
     has_type,
     inner_extents_forgotten,
@@ -83,6 +88,15 @@ def test_values_of_different_kinds_are_not_equal(a: Fraction, tol: float) -> Non
         for j, y in enumerate(kinds):
             if i != j:
                 assert not values_equal(x, y, rel_tol=tol, abs_tol=tol), (x, y)
+
+
+@given(st.booleans(), st.sampled_from([0, 1, 0.0, 1.0, Fraction(1)]),
+       st.sampled_from([0.0, 1e-9]))
+def test_a_bool_equals_only_a_bool(b: bool, n: Value, tol: float) -> None:
+    for x, y in [(b, n), (n, b)]:
+        assert not values_equal(x, y, rel_tol=tol, abs_tol=tol), (x, y)
+    assert values_equal(b, b, rel_tol=tol, abs_tol=tol)
+    assert not values_equal(b, not b, rel_tol=tol, abs_tol=tol)
 
 
 @given(fractions, st.integers(-3, 3))
@@ -143,6 +157,22 @@ def test_a_dictionary_has_int_keys_only(case: tuple[Type, Value], data: st.DataO
     old = data.draw(st.sampled_from(sorted(v)))
     bad = {**{k: x for k, x in v.items() if k not in (old, key)}, key: v[old]}  # True == 1
     assert not has_type(bad, DictT(t)), bad
+
+
+@given(st.sampled_from(ENTRY_TYPES).flatmap(
+    lambda t: st.tuples(st.just(t), values(DictT(t, dense=True), exact=True))),
+    st.integers(-3, 3).filter(bool))
+def test_a_dense_array_has_one_canonical_form(case: tuple[Type, Value], start: int) -> None:
+    """A canonical dense array has its type; the same entries as a dictionary, an empty
+    dictionary and an empty array starting elsewhere than 0 do not (they denote what
+    an array does, but are not its canonical form)."""
+    t, v = case
+    dt = DictT(t, dense=True)
+    assert isinstance(v, DenseArray) and has_type(v, dt)
+    entries = {p: x for p, x in enumerate(v.items, v.start) if not is_zero(x)}
+    for other in [entries, {}, DenseArray((), start)]:
+        assert not has_type(other, dt), other
+    assert not has_type(v, DictT(t)), "an array is no sparse dictionary"
 
 
 DENSE2 = DictT(DictT(REAL, dense=True), dense=True)
@@ -217,6 +247,9 @@ def test_stored_zero_finds_the_one_zero_entry_of_a_value(
     t, canonical, planted, keys = case
     assert has_type(canonical, t) and stored_zero(canonical) is None
     assert not has_type(planted, t) and stored_zero(planted) == keys
+    at = "".join(f"({k})" for k in keys)
+    assert f"stores a zero at x{at}" in data_mismatch("x", planted, t, t)
+    assert data_mismatch("x", planted, REAL, t) == f"input x is declared real but its data is {t}"
 
 
 INT_PLACES = {  # a program with an int in each place an int is needed: what the error names
