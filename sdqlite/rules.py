@@ -13,7 +13,9 @@ right side written in SDQLite's own syntax, and side conditions.  In a pattern
 
 Conditions are named predicates.  A ``typing`` condition holds of every well-typed
 match (the paper states it; the checker guarantees it); a ``semantic`` one is a real
-guard, and ``properties/test_rules.py`` shows a wrong rewrite without it.
+guard, and ``properties/test_rules.py`` shows a wrong rewrite without it; a ``scope``
+one keeps a sound rule to the products the paper writes it for (without it the rule
+rewrites more programs, still soundly: the tensor product is associative).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class Match:
 @dataclass(frozen=True)
 class Condition:
     name: str
-    kind: Literal["typing", "semantic"]
+    kind: Literal["typing", "semantic", "scope"]
     text: str
     holds: Callable[[Match], bool]
 
@@ -211,7 +213,7 @@ LEFT_REAL = Condition("e1-real", "semantic", "e1 : real",
 BINDERS_FRESH = Condition(
     "binders-fresh", "semantic", "k and v are not free in e1",
     lambda m: not {m.binders["k"], m.binders["v"]} & free_vars(m.exprs["e1"]))
-REAL_PRODUCT = Condition("real-product", "typing", "the product is a real",
+REAL_PRODUCT = Condition("real-product", "scope", "the product is a real",
                          lambda m: isinstance(m.type, RealT))
 LET_BINDER_FRESH = Condition(
     "let-binder-fresh", "semantic", "x is not free in e1",
