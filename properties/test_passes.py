@@ -17,7 +17,8 @@ reason applies and fires) and of another size (M's row keys, of size m: where it
 not fire).
 
 The lookup fires however a path is written: row i of M as ``M(i)``, as the value
-iterated from M at i, or through let-bound names of either.
+iterated from M at i, or through let-bound names of either; and a let whose right side
+reads the name it binds is no alias (``let V = shift(V)``: V is not what it reads).
 
 Each pass reports what it did: a positive count per rule that fired, none when the
 program is unchanged (one round), at least two rounds when something fired (the last
@@ -246,6 +247,26 @@ def test_the_iterated_key_lookup_sees_a_path_however_it_is_written() -> None:
                     e = typecheck(gradient(e, wrt, ctx), ctx)[0]
                 seen.add(tuple(sorted(iterated_key_lookup(e, ctx).fired.items())))
         assert len(seen) == 1 and () not in seen, (template, seen)
+
+
+SHIFT = "sum(<k, v> in V) {k + 1 -> v}"  # V's keys moved up by one
+
+
+def test_a_let_reading_the_name_it_binds_is_no_alias() -> None:
+    """``let V = SHIFT in let y = SHIFT in``: the two right sides are written alike, but
+    the first reads the outer V and the second the new one, so y is V shifted twice and
+    a key iterated from V is no key of y (either way round): the pass must not take the
+    lookup of y's one-hot at it for the entry (the let recording a path for a right side
+    that reads its own name rewrote both, to 3.0 where the value is 0)."""
+    env: dict[str, Value] = {"V": {0: Fraction(2), 5: Fraction(3)}, "n": 0, "M": {},
+                             "a": dense([]), "s": Fraction(1)}
+    for outer, inner in [("V", "y"), ("y", "V")]:
+        text = (f"let V = {SHIFT} in let y = {SHIFT} in "
+                f"sum(<i, a> in {outer}) {{n -> (sum(<j, w> in {inner}) {{j -> 1.5}})(i)}}")
+        e = typecheck(parse_expr(text), SHAPE_CTX)[0]
+        out = typecheck(iterated_key_lookup(e, SHAPE_CTX).program, SHAPE_CTX)[0]
+        assert evaluate(e, env, FRACTION) == {}, text
+        assert values_equal(evaluate(out, env, FRACTION), {}), (text, show(out))
 
 
 # ---- declared extents ---------------------------------------------------------------------
