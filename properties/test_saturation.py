@@ -35,7 +35,10 @@
 * Every rule fires on some generated program, and a guard admits its boundary instance
   (``BOUNDARY_INSTANCES``: sum-to-get's key read from the nearest outer binder, fusion's
   unique value of a range, a range's value read without its key, the zero rules' scalar
-  zeros 0.0 and 0, the unit 1.0); the iteration limit is egg's default, and the node and
+  zeros 0.0 and 0, the unit 1.0), and sum-to-get fires over a dictionary of arrays (a
+  missing entry reads as the empty array, which a strict body maps to zero: no guard on
+  r's values); let-floating floats every binary operation of the body's class; the
+  iteration limit is egg's default, and the node and
   time limits the README states. A rule that carries a term across binders (fusion, sum
   factorization, a lookup into a sum) keeps what its outer variables mean
   (``MOVED_INSTANCES``, each reading the nearest outer binders).
@@ -106,6 +109,7 @@ from sdqlite.names import substitute as substitute_named
 from sdqlite.parser import parse_expr
 from sdqlite.printer import show
 from sdqlite.saturation import (
+    BINARY,
     SATURATION_RULES,
     Info,
     Limits,
@@ -600,6 +604,45 @@ def test_each_guard_admits_its_boundary_instance() -> None:
         e = typecheck(parse_expr(text), ctx)[0]
         result = optimize(e, ctx, rules=[rule], **LIMITS)  # type: ignore[arg-type]
         assert result.report.fired[rule] > 0, (rule, text)
+
+
+ARRAY_BODIES = ["v(0)", "v(3)", "v(0) * v(1)", "sum(<p, x> in v) x", "sum(<p, x> in v) {p -> x}",
+                "{1 -> v(1)}", "sum(<p, x> in v) {p -> x * z(p)}", "{0 -> sum(<p, x> in v) x * x}"]
+
+
+def test_sum_to_get_over_a_dictionary_of_arrays() -> None:
+    """sum-to-get needs no guard on r's values: over a dictionary of arrays a missing
+    entry reads as the empty array, which each strict body maps to zero as the sum does
+    (key 0 stored, missing, and the dictionary empty)."""
+    ctx: Ctx = {"W2": DictT(DictT(REAL, dense=True)), "z": DictT(REAL, dense=True)}
+    row = dense([Fraction(1), Fraction(2)])
+    envs = [{"W2": {1: row}, "z": dense([Fraction(3)] * 3)}, {"W2": {0: row}, "z": dense([])},
+            {"W2": {}, "z": dense([])}]
+    for body in ARRAY_BODIES:
+        e = typecheck(parse_expr(f"sum(<k, v> in W2) if k = 0 then {body}"), ctx)[0]
+        result = optimize(e, ctx, rules=["sum-to-get"], **LIMITS)  # type: ignore[arg-type]
+        assert result.report.fired["sum-to-get"] > 0, body
+        for env in envs:
+            assert evaluate(result.program, env, FRACTION) == evaluate(e, env, FRACTION), body
+
+
+def test_let_floating_floats_every_binary_operation_of_the_body() -> None:
+    """``let x = a in b`` where b's class holds two products (after associativity:
+    ``(x * s) * t`` and ``x * (s * t)``): each floated form joins the let's class, not
+    only one of them."""
+    ctx: Ctx = {"V": tensor(1), "s": REAL, "t": REAL}
+    e = typecheck(parse_expr("let x = V in (x * s) * t"), ctx)[0]
+    g = new_egraph()
+    root = g.add_term(encode(e, ctx))
+    a, b = next(n for n in g.members(root) if n.op == "let").children
+    run(g, [SATURATION_RULES["mult-assoc1"][1]], iter_limit=1)
+    binary = [n for n in g.members(b) if n.op in BINARY]
+    assert len(binary) == 2, binary
+    run(g, [SATURATION_RULES["let-float"][1]], iter_limit=1)
+    for n in binary:
+        kids = tuple(g.lookup(ENode("let", (a, c))) for c in n.children)
+        assert None not in kids, n
+        assert g.canonicalize(ENode(n.op, kids)) in g.members(root), n  # type: ignore[arg-type]
 
 
 #: rules that carry a term across binders, each reading the nearest outer binders (de
