@@ -648,9 +648,7 @@ def _sum_to_get_guard(g: EGraph[Info], cid: ClassId, s: Subst) -> bool:
     """The body is zero when the entry is (the key may be missing), no dense result.  (A
     missing entry that is an array reads as the empty array, which every strict body maps
     to zero as it does a stored one: no guard on r's values is needed.)"""
-    r = g.data(s["r"]).type
-    return (isinstance(r, DictT) and not _has_dense(g.data(cid).type)
-            and strict(_representative(g, s["b"]), 0))
+    return not _has_dense(g.data(cid).type) and strict(_representative(g, s["b"]), 0)
 
 
 def _get_to_sum(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
