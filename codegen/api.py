@@ -93,16 +93,16 @@ class Specialized:
 class Compiled:
     """A program ready to run compiled; call it with its inputs' data by name."""
 
-    program: Program
-    wrt: str | None = None
-    formats: dict[str, str] = field(default_factory=dict)
-    optimize: bool = True
-    normalize: bool = True
-    dps: bool = True
-    limits: Limits = field(default_factory=Limits)
-    output: Output = "auto"
-    name: str = "kernel"  # of the generated function (a C++ identifier is made of it)
-    destination: Destination = "dense"
+    program: Program  # the fields are compile's arguments (it gives every one)
+    wrt: str | None
+    formats: dict[str, str]
+    optimize: bool
+    normalize: bool
+    dps: bool
+    limits: Limits
+    output: Output
+    name: str  # of the generated function (a C++ identifier is made of it)
+    destination: Destination
     cache: dict[tuple[object, ...], Specialized] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -22,7 +22,12 @@ the oracle's comparisons rest on them:
   stored zero finds exactly its keys; the error for such data names where it is when
   the data are otherwise of the declared type, and the two types when they are not.
 * The interpreter refuses a range or sub-array of more than ``MAX_DENSE`` positions
-  before building it, with an error that names the size.
+  before building it, with an error that names the size, and builds one of exactly
+  ``MAX_DENSE``; it evaluates a program nested 2,000 deep (past Python's default
+  recursion limit).
+* An argument outside a unary operation's domain is an EvalError naming the domain, in
+  every field (a float, a Fraction, a sympy number); a sympy symbol is not tested
+  against it (its value is not known).
 * ``evaluate`` called directly with data that do not fit their types (its callers
   check data first) still fails cleanly: a key or bound that is not an int (a bool, a
   real) is an EvalError naming what it is, and a result holding a number that is not
@@ -31,7 +36,9 @@ the oracle's comparisons rest on them:
   program the checker has not elaborated is an EvalError that says to type-check it.
 """
 
+import re
 from fractions import Fraction
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -40,13 +47,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from properties.generators import values
+from sdqlite.ast import Add, Expr, RealConst
 from sdqlite.errors import EvalError
+from sdqlite.ops import UNARY_OPS
 from sdqlite.parser import parse_expr
 from sdqlite.typecheck import typecheck
 from sdqlite.types import BOOL, INT, REAL, DictT, Type
 from semantics.interp import MAX_DENSE, evaluate
 from semantics.values import (
     FLOAT,
+    FRACTION,
     DenseArray,
     Value,
     data_mismatch,
@@ -55,6 +65,7 @@ from semantics.values import (
     inner_extents_forgotten,
     is_zero,
     stored_zero,
+    sympy_field,
     values_equal,
     zero_of,
 )
@@ -196,6 +207,42 @@ def test_a_dense_array_too_large_to_build_is_refused(lo: int, form: str) -> None
     e, _ = typecheck(parse_expr(form.format(lo=lo, hi=hi)), {})
     with pytest.raises(EvalError, match=f"{MAX_DENSE + 1} positions"):
         evaluate(e, {})
+
+
+@pytest.mark.parametrize("form", ["(0:{n})", "[1.0, 2.0]({lo}:{n})"])
+def test_a_dense_array_of_the_largest_size_is_built(form: str) -> None:
+    """The bound is inclusive (checked with a small bound: the real one, 10^7 positions,
+    is built the same way)."""
+    small = 6
+    with patch("semantics.interp.MAX_DENSE", small):
+        built = evaluate(typecheck(parse_expr(form.format(n=small, lo=0)), {})[0], {})
+        assert isinstance(built, DenseArray) and len(built) == small
+        with pytest.raises(EvalError, match=f"{small + 1} positions"):
+            evaluate(typecheck(parse_expr(form.format(n=small + 1, lo=0)), {})[0], {})
+
+
+def test_a_program_nested_past_pythons_default_recursion_limit_evaluates() -> None:
+    depth = 2_000  # Python's default limit is 1,000 frames
+    e: Expr = RealConst(1.0)
+    for _ in range(depth):
+        e = Add(e, RealConst(1.0))
+    assert evaluate(typecheck(e, {})[0], {}, FRACTION) == depth + 1
+
+
+OUTSIDE = [("log", 0), ("log", -1), ("sqrt", -1), ("inv", 0)]
+
+
+@given(st.sampled_from(OUTSIDE), st.sampled_from([float, Fraction, sympy.Integer]))
+def test_an_argument_outside_the_domain_is_an_error_in_every_field(
+        case: tuple[str, int], number: type) -> None:
+    name, x = case
+    field = {float: FLOAT, Fraction: FRACTION, sympy.Integer: sympy_field()}[number]
+    e = typecheck(parse_expr(f"{name}(x)"), {"x": REAL})[0]
+    domain = re.escape(UNARY_OPS[name].domain_text)
+    with pytest.raises(EvalError, match=rf"outside the domain of {name} \({domain}\)"):
+        evaluate(e, {"x": number(x)}, field)
+    symbol = evaluate(e, {"x": sympy.Symbol("x")}, sympy_field())  # not tested: symbolic
+    assert symbol.has(sympy.Symbol("x")), symbol
 
 
 @st.composite
