@@ -1,8 +1,8 @@
 """Type soundness of the interpreter (Fig. fig:langs, §6.2 non-smooth semantics):
 if Γ ⊢ e : T and ρ ∈ ⟦Γ⟧, then ⟦e⟧(ρ) is a value of type T — and a canonical one
 (dictionaries store no zeros, dense arrays are well formed), whose reals are in the
-field the interpreter computes in (floats, Fractions, sympy numbers: a literal is read
-into the field).  Checked in the float field, exactly in the field of rationals, and in
+field the interpreter computes in (floats; Fractions, or floats where a unary operation
+computed; sympy numbers: a literal is read into the field).  Checked in the float field, exactly in the field of rationals, and in
 sympy's, the oracle's.  Elaboration is idempotent.
 
 A value's data tell its type where they determine it (``values.type_of``, used when an
@@ -54,8 +54,9 @@ def _reals(v: Value) -> list[Value]:
     return [] if isinstance(v, bool | int) else [v]
 
 
-IN_FIELD = {"float": lambda r: isinstance(r, float), "fraction": lambda r: isinstance(r, Fraction),
-            "sympy": is_sympy}
+# over the rationals a unary operation (exp, sin, ...) computes in floats
+IN_FIELD = {"float": lambda r: isinstance(r, float),
+            "fraction": lambda r: isinstance(r, Fraction | float), "sympy": is_sympy}
 
 
 def _sound(case: Case, field: Field) -> None:
