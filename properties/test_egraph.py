@@ -419,20 +419,18 @@ def test_the_schedulers_and_limits_defaults_are_eggs() -> None:
         "iter_limit": 30, "node_limit": 10_000, "time_limit": 5.0}
 
 
+ADD_0 = next(r for r in RULES if r.name == "add-0")
+
+
 @given(terms)
 def test_limits_are_inclusive(t: Term) -> None:
     """A limit stops a run that goes past it, not one that reaches it (egg's
-    ``check_limits`` compares with ``>``): a
-    run that saturates at n nodes saturates with a node limit of n, and one whose clock
-    never moves saturates with a time limit of 0."""
-    comm = RULES[:2]  # saturates: commutativity adds one node per operation at most
-    first: EGraph[object] = EGraph()
-    first.add_term(t)
-    report = run(first, comm, iter_limit=50, node_limit=10**9, time_limit=10**9)
-    assert report.stop_reason == "saturated"
-    for node_limit, time_limit in [(report.nodes, 10.0**9), (10**9, 0.0)]:
+    ``check_limits`` compares with ``>``): with a rule that adds no node (x + 0 ~> x
+    merges classes only), a graph of n nodes saturates under a node limit of n, and a
+    run whose clock never moves saturates under a time limit of 0."""
+    for node_limit, time_limit in [(None, 10.0**9), (10**9, 0.0)]:
         g: EGraph[object] = EGraph()
         g.add_term(t)
-        again = run(g, comm, iter_limit=50, node_limit=node_limit, time_limit=time_limit,
-                    clock=lambda: 0.0)
-        assert again.stop_reason == "saturated", (node_limit, time_limit)
+        report = run(g, [ADD_0], iter_limit=50, time_limit=time_limit, clock=lambda: 0.0,
+                     node_limit=g.node_count if node_limit is None else node_limit)
+        assert report.stop_reason == "saturated", (node_limit, time_limit)

@@ -2,8 +2,8 @@
 if Γ ⊢ e : T and ρ ∈ ⟦Γ⟧, then ⟦e⟧(ρ) is a value of type T — and a canonical one
 (dictionaries store no zeros, dense arrays are well formed), whose reals are in the
 field the interpreter computes in (floats; Fractions, or floats where a unary operation
-computed; sympy numbers: a literal is read into the field).  Checked in the float field, exactly in the field of rationals, and in
-sympy's, the oracle's.  Elaboration is idempotent.
+computed; sympy numbers: a literal is read into the field).  Checked in the float
+field, exactly in the field of rationals, and in sympy's, the oracle's.  Elaboration is idempotent.
 
 A value's data tell its type where they determine it (``values.type_of``, used when an
 input is given without a declaration): for a generated value v of type T, type_of(v) is
