@@ -40,6 +40,10 @@ SDQLite values —
 10. names C++ reserves or that clash once a prime is spelled out (``double``, ``class``,
    ``new``, ``result``, ``_t``, ``__LINE__``, a macro, ``x'`` beside ``x_d``) compile to
    distinct identifiers: the value is the interpreter's.
+11. each input is stored in the format asked for: the one given to ``compile``, else the
+   one declared (``A : ... @ csr``), else its data's (``csr`` for a scipy matrix, ``coo``
+   for a scipy vector, ``dense`` for numpy, ``dict`` for a value); a specialization is
+   built once, at its first call, and reports the time its build took (none before).
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -49,6 +53,7 @@ formats, laying out their buffers, specializing and caching, and reading results
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import numpy as np
@@ -66,7 +71,7 @@ from sdqlite.fad import DiffError
 from sdqlite.ops import UNARY_OPS
 from sdqlite.parser import parse_program
 from sdqlite.pipeline import Limits
-from sdqlite.storage import formats_for
+from sdqlite.storage import formats_for, resolve
 from sdqlite.types import REAL, DictT
 from semantics.convert import from_numpy, to_numpy
 from semantics.run import Input, run
@@ -343,6 +348,44 @@ def test_csr_arrays_with_an_entry_given_twice_are_read_as_their_sum(
     assert not a.has_canonical_format
     got = _compiled(SQUARES, None, False, "auto", {"formats": {"A": fmt} if fmt else None})(A=a)
     assert got == sum(v * v for _, _, v in entries)
+
+
+@settings(max_examples=EXAMPLES)
+@given(kernel_data(), st.data())
+def test_each_input_is_stored_in_the_format_asked_for(
+        case: tuple[str, dict[str, Any], dict[str, Input], bool], data: st.DataObject) -> None:
+    """Law 11 (formats: README, "Compiling to C++")."""
+    kernel, given_data, _, _ = case
+    k, x = KERNELS[kernel], KERNELS[kernel].sparse
+    *decls, body = k.source.splitlines()
+    admitted = formats_for(next(d.type for d in parse_program(k.source).decls if d.name == x))
+    given, declared = (data.draw(st.sampled_from([None, *admitted])) for _ in range(2))
+    lines = [f"{d} @ {declared}" if declared and d.startswith(f"{x} :") else d for d in decls]
+    compiled = sdqlite.compile("\n".join([*lines, body]),
+                               formats={x: given} if given else None, optimize=False)
+    a: Any = given_data[x]
+    default = ("csr" if len(given_data[x].shape) == 2 else "coo") if sp.issparse(a) else (
+        "dense" if isinstance(a, np.ndarray) else "dict")
+    args = compiled.read(given_data)
+    try:
+        spec = compiled.specialized(args)
+    except SDQLTypeError:  # the data's own format cannot store this input's type
+        assert not (given or declared) and default not in admitted, default
+        return
+    assert spec.formats[x] == resolve(given or declared or default, args[x].type)
+    assert spec.native is None and spec.build_seconds == 0.0  # not built yet
+
+
+def test_a_specialization_is_built_once_and_times_its_build() -> None:
+    """Law 11: the first call builds (and says how long it took), the next reuses it."""
+    compiled = sdqlite.compile("x : real\nx * x", name="built_once")
+    start = time.perf_counter()
+    assert compiled(x=3.0) == 9.0
+    took = time.perf_counter() - start
+    (spec,) = compiled.cache.values()
+    native = spec.native
+    assert native is not None and 0.0 < spec.build_seconds <= took
+    assert compiled(x=2.0) == 4.0 and spec.native is native
 
 
 INT64 = 2**63
