@@ -201,7 +201,7 @@ class Compiled:
         and normalized if asked: no saturation, no sparsity propagation."""
         e = typecheck(gradient(elab, self.wrt, ctx), ctx)[0] if self.wrt else elab
         stages = [Stage("input", e, 0.0, ctx=dict(ctx))]
-        c = compose(e, ctx, {x: f for x, f in formats.items() if not f.identity})
+        c = compose(e, ctx, formats)  # (an input in an identity format is left as it is)
         stages.append(Stage("storage composition", typecheck(c.program, c.ctx)[0], 0.0,
                             {"flat arrays": c.flat}, c.ctx))
         if self.normalize:

@@ -44,6 +44,13 @@ SDQLite values —
    one declared (``A : ... @ csr``), else its data's (``csr`` for a scipy matrix, ``coo``
    for a scipy vector, ``dense`` for numpy, ``dict`` for a value); a specialization is
    built once, at its first call, and reports the time its build took (none before).
+12. it goes through the stages asked for: ``optimize=False`` is the input composed with
+   its formats and normalized exactly when ``normalize``; the pipeline has its
+   saturation, AD stages exactly when differentiating, and normalization exactly when
+   ``normalize``; each stage within the time specializing took. The kernel reads each
+   input stored in a format that is not the identity as that format's arrays, and each
+   other as itself; and it accumulates into an array exactly when the destination is
+   ``dense`` and the result is a sparse dictionary whose outer layer's size is known.
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -65,12 +72,15 @@ from hypothesis import strategies as st
 import sdqlite
 from benchmarks.kernels import KERNELS, P
 from codegen.api import Compiled
+from codegen.emit import DEST_SIZE
 from properties.generators import Draw
+from sdqlite.ast import free_vars
 from sdqlite.errors import CodegenError, DataError, EvalError, SDQLiteError, SDQLTypeError
 from sdqlite.fad import DiffError
 from sdqlite.ops import UNARY_OPS
 from sdqlite.parser import parse_program
 from sdqlite.pipeline import Limits
+from sdqlite.sizes import NO_KEYS
 from sdqlite.storage import formats_for, resolve
 from sdqlite.types import REAL, DictT
 from semantics.convert import from_numpy, to_numpy
@@ -374,6 +384,56 @@ def test_each_input_is_stored_in_the_format_asked_for(
         return
     assert spec.formats[x] == resolve(given or declared or default, args[x].type)
     assert spec.native is None and spec.build_seconds == 0.0  # not built yet
+
+
+@settings(max_examples=min(30, settings().max_examples))
+@given(kernel_data(), st.booleans(), st.booleans(), st.booleans(), st.booleans(), st.data())
+def test_a_compiled_program_goes_through_what_it_is_asked_for(
+        case: tuple[str, dict[str, Any], dict[str, Input], bool], differentiate: bool,
+        optimize: bool, normalize: bool, dense_destination: bool, data: st.DataObject) -> None:
+    """Law 12."""
+    kernel, given_data, _, _ = case
+    k = KERNELS[kernel]
+    admitted = formats_for(next(d.type for d in parse_program(k.source).decls
+                                if d.name == k.sparse))
+    fmt = data.draw(st.sampled_from(admitted))
+    compiled = sdqlite.compile(k.source, wrt=k.wrt if differentiate else None,
+                               formats={k.sparse: fmt}, optimize=optimize, normalize=normalize,
+                               destination="dense" if dense_destination else "dict")
+    start = time.perf_counter()
+    spec = compiled.specialized(compiled.read(given_data))
+    took = time.perf_counter() - start
+    names = [s.name for s in spec.stages]
+    normalized = ["multiplication normalization"] if normalize else []
+    if not optimize:
+        assert names == ["input", "storage composition", *normalized], names
+    else:
+        assert names[:2] == ["input", "saturation (pre-differentiation)"], names
+        assert any(n.startswith("AD ") for n in names) == differentiate, names
+        assert ("multiplication normalization" in names) == normalize, names
+    assert all(0.0 <= s.seconds <= took for s in spec.stages), spec.stages
+    # the inputs read where their formats are composed in (or by the end, if nowhere)
+    at = names.index("storage composition") - 1 if "storage composition" in names else -1
+    read = free_vars(spec.stages[at].program)
+    for x, f in spec.formats.items():
+        if f.identity or x not in read:
+            assert x not in spec.flat, x
+        else:
+            assert set(spec.flat[x]) == {p for p, _ in f.params}, (x, spec.flat.get(x))
+    t = spec.result
+    assert (DEST_SIZE in dict(spec.kernel.inputs)) == (
+        dense_destination and isinstance(t, DictT) and not t.dense
+        and spec.sizes[0] not in (None, NO_KEYS)), (t, spec.sizes)
+
+
+@pytest.mark.parametrize("destination", ["dense", "dict"])
+def test_an_array_result_is_its_own_destination(destination: str) -> None:
+    """Law 12: a result that is a dense array (its size known) gets no dense destination
+    on top: it is an array already."""
+    compiled = sdqlite.compile("x : {dense_int[n] -> real}\nx * 2.0", destination=destination)
+    spec = compiled.specialized(compiled.read({"x": np.array([1.0, 2.0])}))
+    assert isinstance(spec.result, DictT) and spec.result.dense and spec.sizes[0] == "n"
+    assert DEST_SIZE not in dict(spec.kernel.inputs)
 
 
 def test_a_specialization_is_built_once_and_times_its_build() -> None:
