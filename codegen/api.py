@@ -209,14 +209,13 @@ class Compiled:
             stages.append(Stage("multiplication normalization", n.program, 0.0, ctx=c.ctx))
         return stages
 
-    def run(self, spec: Specialized, args: Mapping[str, Arg], output: Output | None = None
-            ) -> Any:
-        """Check the data against declared sizes, move them in, run, convert the result."""
+    def run(self, spec: Specialized, args: Mapping[str, Arg]) -> Any:
+        """Check the data against declared sizes, move them in, run, convert the result
+        (to ``self.output``)."""
         assert spec.native is not None
         buffers, bounds = self.buffers(spec, args)
         out = spec.native(buffers)
-        return _result(out, spec.kernel.result, spec.result, spec.sizes, bounds,
-                       output or self.output)
+        return _result(out, spec.kernel.result, spec.result, spec.sizes, bounds, self.output)
 
     def buffers(self, spec: Specialized, args: Mapping[str, Arg]
                 ) -> tuple[list[D.Buffers], dict[str, int]]:

@@ -12,7 +12,9 @@ SDQLite values —
 
 1. with ``output="value"`` is the interpreter's value of the program (``semantics.run``)
    on the same data, to 1e-9;
-2. with the default output (numpy, scipy or a number) holds the same entries;
+2. with the default output (numpy, scipy or a number) holds the same entries, and is
+   numpy or scipy for a vector or matrix whose sizes the declarations fix, or the shape
+   of the one numpy or scipy input its layers come from (``x * 2.0``);
 3. where the interpreter refuses the program or its data, raises a clean error too;
 4. where a unary operation fails at run time (outside its domain, or not finite), raises
    the interpreter's error at the same place in the source (the optimizer keeps each
@@ -222,7 +224,10 @@ def test_compile_agrees_with_the_interpreter(
         options["formats"] = {k.sparse: data.draw(st.sampled_from(formats_for(sparse_type)))}
     got = _compiled(source, wrt, optimize, "value", options)(**given_data)
     assert values_equal(got, want, rel_tol=1e-9, abs_tol=1e-12), (got, want)
-    assert same_entries(_compiled(source, wrt, optimize, "auto", options)(**given_data), want)
+    auto = _compiled(source, wrt, optimize, "auto", options)(**given_data)
+    assert same_entries(auto, want)
+    if declared and isinstance(want, dict | DenseArray):  # its sizes are declared
+        assert isinstance(auto, np.ndarray) or sp.issparse(auto), type(auto)
 
 
 #: an argument each operation fails on (outside its domain, or a result not finite)
@@ -426,6 +431,17 @@ def test_a_compiled_program_goes_through_what_it_is_asked_for(
         and spec.sizes[0] not in (None, NO_KEYS)), (t, spec.sizes)
 
 
+@pytest.mark.parametrize("data", [np.array([1.0, 0.0, 2.0]), sp.coo_array(np.array([1.0, 0.0])),
+                                  sp.csr_array(np.array([[0.0, 1.0], [2.0, 0.0]]))])
+def test_the_shape_of_numpy_or_scipy_data_fixes_the_size_of_a_result(data: Any) -> None:
+    """Law 2: an undeclared program whose result's layers are its input's comes back as
+    numpy or scipy data of the input's shape (the shape fixes the sizes)."""
+    got: Any = _compiled("x * 2.0", None, False, "auto", {})(x=data)
+    # README: a numpy array for a real vector, a scipy.sparse.csr_array for a real matrix
+    assert isinstance(got, np.ndarray) if len(data.shape) == 1 else sp.issparse(got)
+    assert got.shape == data.shape and abs(got - 2 * data).max() == 0
+
+
 @pytest.mark.parametrize("destination", ["dense", "dict"])
 def test_an_array_result_is_its_own_destination(destination: str) -> None:
     """Law 12: a result that is a dense array (its size known) gets no dense destination
@@ -446,6 +462,7 @@ def test_a_specialization_is_built_once_and_times_its_build() -> None:
     native = spec.native
     assert native is not None and 0.0 < spec.build_seconds <= took
     assert compiled(x=2.0) == 4.0 and spec.native is native
+    assert [id(s) for s in compiled.cache.values()] == [id(spec)]  # the same, not a new one
 
 
 INT64 = 2**63
