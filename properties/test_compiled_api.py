@@ -560,6 +560,18 @@ def test_bad_data_is_a_data_error_naming_the_input(
     assert "internal" not in message
 
 
+@given(st.integers(1, 4), st.integers(1, 4), st.sampled_from(["csr", "dict"]))
+def test_data_that_break_a_declared_size_fail_at_the_declaration(
+        m: int, n: int, fmt: str) -> None:
+    """Law 5: BATAX's X of n positions fixes n; A with n + 1 columns has a key outside
+    int[n], a DataError located at A's declaration (line 1)."""
+    compiled = _compiled(BATAX, None, False, "auto", {"formats": {"A": fmt}})
+    with pytest.raises(DataError) as caught:
+        compiled(A=sp.csr_array(np.ones((m, n + 1))), beta=1.0, X=np.ones(n))
+    assert "outside int[n]" in caught.value.message and caught.value.span is not None
+    assert caught.value.span.line == 1, caught.value.span
+
+
 SCALARS = "n : int\nx : real\nif n = 2 then x"
 
 
