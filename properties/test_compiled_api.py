@@ -53,6 +53,8 @@ SDQLite values —
    input stored in a format that is not the identity as that format's arrays, and each
    other as itself; and it accumulates into an array exactly when the destination is
    ``dense`` and the result is a sparse dictionary whose outer layer's size is known.
+13. ``compile``'s defaults are the README's; a parsed program compiles as its text; and
+   ``name`` names the generated function (a C++ identifier made of it).
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -61,6 +63,7 @@ formats, laying out their buffers, specializing and caching, and reading results
 
 from __future__ import annotations
 
+import inspect
 import re
 import time
 from typing import Any
@@ -73,6 +76,7 @@ from hypothesis import strategies as st
 
 import sdqlite
 from benchmarks.kernels import KERNELS, P
+from codegen import api
 from codegen.api import Compiled
 from codegen.emit import DEST_SIZE
 from properties.generators import Draw
@@ -558,6 +562,29 @@ def test_bad_data_is_a_data_error_naming_the_input(
     message = caught.value.message
     assert name in message and fragment in message, (message, name, fragment)
     assert "internal" not in message
+
+
+#: name= -> the generated function's name: letters, digits and _ kept, anything else _,
+#: k_ before a name that does not start with a letter, kernel for none
+KERNEL_NAMES = {"ok": "ok", "my kernel!": "my_kernel_", "": "kernel", "9lives": "k_9lives",
+                "_x": "k__x"}
+
+
+def test_compile_s_defaults_and_names() -> None:
+    """The defaults the README states (optimize, normalize, DPS on; the default output;
+    a dense destination; the kernel named ``kernel``); a parsed program compiles as its
+    text does; and ``name`` names the generated C++ function (a C++ identifier made of
+    it), which is loaded and run under that name."""
+    defaults = inspect.signature(api.compile).parameters  # (sdqlite.compile passes them on)
+    assert {k: defaults[k].default for k in (
+        "optimize", "normalize", "dps", "output", "name", "destination")} == {
+        "optimize": True, "normalize": True, "dps": True, "output": "auto", "name": "kernel",
+        "destination": "dense"}
+    source = "x : real\nx * x"
+    assert api.compile(parse_program(source)).cpp() == sdqlite.compile(source).cpp()
+    for name, identifier in KERNEL_NAMES.items():
+        assert f"static void {identifier}(" in sdqlite.compile(source, name=name).cpp(), name
+    assert sdqlite.compile(source, name="my kernel!")(x=3.0) == 9.0
 
 
 @given(st.integers(1, 4), st.integers(1, 4), st.sampled_from(["csr", "dict"]))
