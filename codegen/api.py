@@ -294,9 +294,7 @@ def _arg(name: str, x: Any, want: Type | None) -> Arg:
         m: Any
         if sparse.ndim == 1:
             m = scipy.sparse.coo_array(sparse, dtype=np.float64)
-        elif sparse.format == "csr" and sparse.dtype == np.float64:
-            m = scipy.sparse.csr_array(sparse, copy=False)  # no copy of the caller's arrays
-        else:
+        else:  # (no copy of a float CSR matrix's arrays: scipy copies only to convert)
             m = scipy.sparse.csr_array(sparse, dtype=np.float64)
         if not m.has_canonical_format:
             m = m.copy()  # the caller's matrix stays as it is

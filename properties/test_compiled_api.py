@@ -393,6 +393,7 @@ def test_each_input_is_stored_in_the_format_asked_for(
         return
     assert spec.formats[x] == resolve(given or declared or default, args[x].type)
     assert spec.native is None and spec.build_seconds == 0.0  # not built yet
+    assert compiled.cpp(given_data) == spec.source  # the C++ shown is the C++ these data get
 
 
 @settings(max_examples=min(30, settings().max_examples))
@@ -401,16 +402,21 @@ def test_a_compiled_program_goes_through_what_it_is_asked_for(
         case: tuple[str, dict[str, Any], dict[str, Input], bool], differentiate: bool,
         optimize: bool, normalize: bool, dense_destination: bool, data: st.DataObject) -> None:
     """Law 12."""
-    kernel, given_data, _, _ = case
+    kernel, given_data, _, declared = case
     k = KERNELS[kernel]
     admitted = formats_for(next(d.type for d in parse_program(k.source).decls
                                 if d.name == k.sparse))
     fmt = data.draw(st.sampled_from(admitted))
-    compiled = sdqlite.compile(k.source, wrt=k.wrt if differentiate else None,
+    source = k.source if declared else k.source.splitlines()[-1]  # else typed by the data
+    compiled = sdqlite.compile(source, wrt=k.wrt if differentiate else None,
                                formats={k.sparse: fmt}, optimize=optimize, normalize=normalize,
                                destination="dense" if dense_destination else "dict")
     start = time.perf_counter()
-    spec = compiled.specialized(compiled.read(given_data))
+    try:
+        spec = compiled.specialized(compiled.read(given_data))
+    except (DataError, SDQLTypeError):  # undeclared: the data tell no type (an empty
+        assert not declared  # dictionary), or one the format does not store (numpy data)
+        return
     took = time.perf_counter() - start
     names = [s.name for s in spec.stages]
     normalized = ["multiplication normalization"] if normalize else []
@@ -439,7 +445,9 @@ def test_a_compiled_program_goes_through_what_it_is_asked_for(
                                   sp.csr_array(np.array([[0.0, 1.0], [2.0, 0.0]]))])
 def test_the_shape_of_numpy_or_scipy_data_fixes_the_size_of_a_result(data: Any) -> None:
     """Law 2: an undeclared program whose result's layers are its input's comes back as
-    numpy or scipy data of the input's shape (the shape fixes the sizes)."""
+    numpy or scipy data of the input's shape (the shape fixes the sizes); an SDQLite
+    value fixes none (the README: declared sizes, or numpy and scipy shapes)."""
+    assert _compiled("x * 2.0", None, False, "auto", {})(x={0: 1.0, 3: 2.0}) == {0: 2.0, 3: 4.0}
     got: Any = _compiled("x * 2.0", None, False, "auto", {})(x=data)
     # README: a numpy array for a real vector, a scipy.sparse.csr_array for a real matrix
     assert isinstance(got, np.ndarray) if len(data.shape) == 1 else sp.issparse(got)
@@ -562,6 +570,28 @@ def test_bad_data_is_a_data_error_naming_the_input(
     message = caught.value.message
     assert name in message and fragment in message, (message, name, fragment)
     assert "internal" not in message
+
+
+@given(st.sampled_from(["csr", "csc", "coo", "csr unsummed"]),
+       st.sampled_from([np.float64, np.int64, np.float32]))
+def test_a_scipy_matrix_is_read_as_a_canonical_float_csr_matrix(fmt: str, dtype: Any) -> None:
+    """Law 5: a scipy matrix is read as a canonical CSR matrix of float64 with its entries;
+    it shares the caller's arrays exactly when it is one already (no copy), and the
+    caller's matrix is left as it was."""
+    entries = np.array([[0, 2, 0], [2, 0, 3]], dtype=dtype)
+    coo: Any = sp.coo_array(entries)
+    given: Any = sp.csr_array(entries) if fmt.startswith("csr") else coo.asformat(fmt)
+    if fmt == "csr unsummed":  # the entry (0, 1) given twice, in halves of it
+        given = sp.csr_array((np.array([1, 1, 2, 3], dtype=dtype), np.array([1, 1, 0, 2]),
+                              np.array([0, 2, 4])), shape=(2, 3))
+    before = given.copy()
+    compiled = _compiled(BATAX, None, False, "auto", {})
+    csr = compiled.read({"A": given, "beta": 1.0, "X": np.ones(3)})["A"].data
+    assert csr.format == "csr" and csr.dtype == np.float64 and csr.has_canonical_format
+    assert np.array_equal(csr.toarray(), entries)
+    as_is = fmt == "csr" and dtype == np.float64
+    assert np.shares_memory(csr.data, given.data) == as_is, (fmt, dtype)
+    assert given.format == before.format and np.array_equal(given.data, before.data)
 
 
 #: name= -> the generated function's name: letters, digits and _ kept, anything else _,
