@@ -448,6 +448,8 @@ def test_the_shape_of_numpy_or_scipy_data_fixes_the_size_of_a_result(data: Any) 
     numpy or scipy data of the input's shape (the shape fixes the sizes); an SDQLite
     value fixes none (the README: declared sizes, or numpy and scipy shapes)."""
     assert _compiled("x * 2.0", None, False, "auto", {})(x={0: 1.0, 3: 2.0}) == {0: 2.0, 3: 4.0}
+    ints: Any = _compiled("x + x", None, False, "auto", {})(x=np.array([1, 2]))  # typed int
+    assert ints.dtype.kind == "i" and ints.tolist() == [2, 4]
     got: Any = _compiled("x * 2.0", None, False, "auto", {})(x=data)
     # README: a numpy array for a real vector, a scipy.sparse.csr_array for a real matrix
     assert isinstance(got, np.ndarray) if len(data.shape) == 1 else sp.issparse(got)
@@ -496,15 +498,20 @@ def test_an_integer_constant_compiles_exactly_when_it_fits_in_64_bits(n: int) ->
 BATAX = KERNELS["BATAX"].source  # A : sparse matrix, beta : real, X : dense vector
 
 
+#: what is wrong with the data (each is tried in every run: sampled, the rare ones went
+#: untried at the mutation profile's size); "control" is nothing
+BAD = ["missing", "extra", "complex", "inf", "ndim", "list", "bool", "bool-scalar", "zero",
+       "scalar", "sparse-int", "control"]
+
+
 @st.composite
-def bad_data(draw: Draw) -> tuple[str, dict[str, Any], str, str]:
+def bad_data(draw: Draw, kind: str) -> tuple[str, dict[str, Any], str, str]:
     """BATAX's data with one thing wrong: (source, data, the input named, the message's
     start after the name where the message starts with it, else a fragment)."""
     n = draw(st.integers(1, 3))
     a: Any = sp.random(n, n, density=0.6, format="csr", random_state=draw(st.integers(0, 99)))
     data: dict[str, Any] = {"A": a, "beta": 0.5, "X": np.ones(n)}
-    match draw(st.sampled_from(["missing", "extra", "complex", "inf", "ndim", "list",
-                                "bool", "bool-scalar", "zero", "scalar", "shape"])):
+    match kind:
         case "missing":
             name = draw(st.sampled_from(sorted(data)))
             del data[name]
@@ -551,17 +558,22 @@ def bad_data(draw: Draw) -> tuple[str, dict[str, Any], str, str]:
         case "scalar":
             data["beta"] = np.ones(2)
             return BATAX, data, "beta", "declared real"
+        case "sparse-int":  # numpy data are read as a sparse vector or matrix of reals only
+            ints = "{int -> int}" if n < 3 else "{dense_int -> {int -> real}}"
+            return f"V : {ints}\nV", {"V": np.ones((2,) * (1 + (n == 3)), dtype=np.int64)}, \
+                "V", "declared"
     # the control: a matrix of any shape is data for a matrix input
     return "A : {int -> {int -> real}}\nA", {"A": sp.random(n, n + 1, density=0.5,
                                                              format="csr")}, "A", ""
 
 
-@settings(max_examples=min(60, settings().max_examples))
-@given(bad_data(), st.sampled_from(["csr", "coo", None]))
-def test_bad_data_is_a_data_error_naming_the_input(
-        case: tuple[str, dict[str, Any], str, str], fmt: str | None) -> None:
-    source, data, name, fragment = case
-    compiled = sdqlite.compile(source, formats={"A": fmt} if fmt else None)
+@pytest.mark.parametrize("kind", BAD)
+@settings(max_examples=min(10, settings().max_examples))
+@given(st.data(), st.sampled_from(["csr", "coo", None]))
+def test_bad_data_is_a_data_error_naming_the_input(kind: str, data_: st.DataObject,
+                                                   fmt: str | None) -> None:
+    source, data, name, fragment = data_.draw(bad_data(kind))
+    compiled = sdqlite.compile(source, formats={"A": fmt} if fmt and "A" in source else None)
     if not fragment:  # the control: data of the right kind is read (and not built here)
         assert set(compiled.read(data)) == set(data)
         return
