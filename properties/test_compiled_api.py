@@ -450,6 +450,10 @@ def test_the_shape_of_numpy_or_scipy_data_fixes_the_size_of_a_result(data: Any) 
     assert _compiled("x * 2.0", None, False, "auto", {})(x={0: 1.0, 3: 2.0}) == {0: 2.0, 3: 4.0}
     ints: Any = _compiled("x + x", None, False, "auto", {})(x=np.array([1, 2]))  # typed int
     assert ints.dtype.kind == "i" and ints.tolist() == [2, 4]
+    wide = sp.csr_array(np.array([[0.0, 1.0, 0.0], [2.0, 0.0, 0.0]]))  # rows and columns
+    flipped: Any = _compiled("sum(<i, r> in x) sum(<j, v> in r) {j -> {i -> v}}", None, False,
+                             "auto", {})(x=wide)
+    assert flipped.shape == (3, 2) and abs(flipped - wide.T).max() == 0
     got: Any = _compiled("x * 2.0", None, False, "auto", {})(x=data)
     # README: a numpy array for a real vector, a scipy.sparse.csr_array for a real matrix
     assert isinstance(got, np.ndarray) if len(data.shape) == 1 else sp.issparse(got)
