@@ -417,7 +417,9 @@ def _layout(fmt: Format, a: Arg) -> dict[str, Any]:
     are canonical (sorted, duplicates added); else the format's layout of its entries."""
     if a.kind == "scipy" and a.data.ndim == 2 and fmt.name in ("csr", "csc"):
         m = a.data if fmt.name == "csr" else scipy.sparse.csc_array(a.data)
-        m.eliminate_zeros()
+        if not np.all(m.data):  # explicit zeros go, from a copy: the caller's arrays stay
+            m = m.copy()
+            m.eliminate_zeros()
         n = m.shape[0] if fmt.name == "csr" else m.shape[1]
         return {"len": n, "pos": m.indptr.astype(np.int64), "idx": m.indices.astype(np.int64),
                 "val": m.data}

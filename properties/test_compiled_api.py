@@ -610,6 +610,19 @@ def test_a_scipy_matrix_is_read_as_a_canonical_float_csr_matrix(fmt: str, dtype:
     assert given.format == before.format and np.array_equal(given.data, before.data)
 
 
+@pytest.mark.parametrize("fmt", ["csr", "csc", None])
+def test_a_call_leaves_the_caller_s_matrix_as_it_was(fmt: str | None) -> None:
+    """Law 5: a float CSR matrix is used without a copy, and a call leaves it as it was,
+    explicit zeros and all (dropping them in place rewrote the caller's arrays)."""
+    a = sp.csr_array((np.array([1.0, 0.0, 3.0]), np.array([0, 1, 0]), np.array([0, 2, 3])),
+                     shape=(2, 2))
+    before = (a.indptr.copy(), a.indices.copy(), a.data.copy())
+    got = _compiled(SQUARES, None, False, "auto", {"formats": {"A": fmt} if fmt else None})(A=a)
+    assert got == 1.0 + 9.0
+    assert all(np.array_equal(x, y) for x, y in zip((a.indptr, a.indices, a.data), before,
+                                                    strict=True))
+
+
 #: name= -> the generated function's name: letters, digits and _ kept, anything else _,
 #: k_ before a name that does not start with a letter, kernel for none
 KERNEL_NAMES = {"ok": "ok", "my kernel!": "my_kernel_", "": "kernel", "9lives": "k_9lives",
