@@ -416,10 +416,9 @@ def _layout(fmt: Format, a: Arg) -> dict[str, Any]:
     """An input's flat arrays in ``fmt``: a scipy matrix's own CSR (or CSC) arrays, which
     are canonical (sorted, duplicates added); else the format's layout of its entries."""
     if a.kind == "scipy" and a.data.ndim == 2 and fmt.name in ("csr", "csc"):
+        # (an explicit zero stays: the format's definition reads {j -> 0.0} as no entry,
+        # and the caller's arrays, shared, stay as they are)
         m = a.data if fmt.name == "csr" else scipy.sparse.csc_array(a.data)
-        if not np.all(m.data):  # explicit zeros go, from a copy: the caller's arrays stay
-            m = m.copy()
-            m.eliminate_zeros()
         n = m.shape[0] if fmt.name == "csr" else m.shape[1]
         return {"len": n, "pos": m.indptr.astype(np.int64), "idx": m.indices.astype(np.int64),
                 "val": m.data}

@@ -613,12 +613,15 @@ def test_a_scipy_matrix_is_read_as_a_canonical_float_csr_matrix(fmt: str, dtype:
 @pytest.mark.parametrize("fmt", ["csr", "csc", None])
 def test_a_call_leaves_the_caller_s_matrix_as_it_was(fmt: str | None) -> None:
     """Law 5: a float CSR matrix is used without a copy, and a call leaves it as it was,
-    explicit zeros and all (dropping them in place rewrote the caller's arrays)."""
+    explicit zeros and all (dropping them in place rewrote the caller's arrays), while
+    the program sees no entry where it stores a zero."""
     a = sp.csr_array((np.array([1.0, 0.0, 3.0]), np.array([0, 1, 0]), np.array([0, 2, 3])),
                      shape=(2, 2))
     before = (a.indptr.copy(), a.indices.copy(), a.data.copy())
-    got = _compiled(SQUARES, None, False, "auto", {"formats": {"A": fmt} if fmt else None})(A=a)
-    assert got == 1.0 + 9.0
+    options = {"formats": {"A": fmt} if fmt else None}
+    assert _compiled(SQUARES, None, False, "auto", options)(A=a) == 1.0 + 9.0
+    count = "A : {int -> {int -> real}}\nsum(<i, r> in A) sum(<j, a> in r) 1.0"
+    assert _compiled(count, None, True, "auto", options)(A=a) == 2.0  # a zero is no entry
     assert all(np.array_equal(x, y) for x, y in zip((a.indptr, a.indices, a.data), before,
                                                     strict=True))
 
