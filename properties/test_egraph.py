@@ -29,6 +29,7 @@
   visits each class once through transparent cycles and diamonds.
 * The defaults and the limits' boundaries are egg's (its documentation and
   ``check_limits``): a run that reaches a limit exactly is not stopped.
+* ``fired`` counts unions that merged classes: a saturated graph run again fires nothing.
 """
 
 from collections.abc import Iterator
@@ -434,3 +435,17 @@ def test_limits_are_inclusive(t: Term) -> None:
         report = run(g, [NO_MATCH], iter_limit=50, time_limit=time_limit, clock=lambda: 0.0,
                      node_limit=g.node_count if node_limit is None else node_limit)
         assert report.stop_reason == "saturated", (node_limit, time_limit)
+
+
+@given(terms)
+def test_a_saturated_graph_fires_nothing(t: Term) -> None:
+    """``fired`` counts the unions that merged two classes: run again on a graph that
+    commutativity saturated, every match's right side is already in its class, and no
+    rule fires (a report counting matches would say the pipeline rewrote something)."""
+    comm = RULES[:2]
+    g: EGraph[object] = EGraph()
+    g.add_term(t)
+    assert run(g, comm, iter_limit=50, node_limit=10**9, time_limit=10**9).stop_reason == \
+        "saturated"
+    again = run(g, comm, iter_limit=50, node_limit=10**9, time_limit=10**9)
+    assert (again.stop_reason, sum(again.fired.values())) == ("saturated", 0), again
