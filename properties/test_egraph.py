@@ -30,6 +30,8 @@
 * The defaults and the limits' boundaries are egg's (its documentation and
   ``check_limits``): a run that reaches a limit exactly is not stopped.
 * ``fired`` counts unions that merged classes: a saturated graph run again fires nothing.
+* A run is saturated only when every rule ran in its last iteration: back-off changes
+  when rules fire, not the graph a saturating run ends with (egg's ``can_stop`` unbans).
 """
 
 from collections.abc import Iterator
@@ -432,9 +434,10 @@ def test_limits_are_inclusive(t: Term) -> None:
     for node_limit, time_limit in [(None, 10.0**9), (10**9, 0.0)]:
         g: EGraph[object] = EGraph()
         g.add_term(t)
-        report = run(g, [NO_MATCH], iter_limit=50, time_limit=time_limit, clock=lambda: 0.0,
+        report = run(g, [NO_MATCH], iter_limit=50, time_limit=time_limit, clock=lambda: 7.0,
                      node_limit=g.node_count if node_limit is None else node_limit)
         assert report.stop_reason == "saturated", (node_limit, time_limit)
+        assert report.seconds == 0.0  # the time it took, by its clock
 
 
 @given(terms)
@@ -449,3 +452,27 @@ def test_a_saturated_graph_fires_nothing(t: Term) -> None:
         "saturated"
     again = run(g, comm, iter_limit=50, node_limit=10**9, time_limit=10**9)
     assert (again.stop_reason, sum(again.fired.values())) == ("saturated", 0), again
+
+
+@given(terms, st.integers(0, 2))
+def test_back_off_changes_when_rules_fire_not_where_saturation_ends(t: Term, limit: int
+                                                                     ) -> None:
+    """A run is saturated only when every rule ran in its last iteration and changed
+    nothing: a banned or refused rule is unbanned when nothing else changes (egg's
+    ``can_stop``), so with a small match limit commutativity saturates into the graph it
+    reaches without bans (it had reported "saturated" before the banned rule ran again).
+    A rule refused every time (limit 0) never lets a run claim saturation."""
+    comm = RULES[:2]
+    free: EGraph[object] = EGraph()
+    free.add_term(t)
+    unbanned = run(free, comm, iter_limit=100, node_limit=10**9, time_limit=10**9)
+    g: EGraph[object] = EGraph()
+    g.add_term(t)
+    # bans far longer than the run: only unbanning lets the refused rule run again
+    report = run(g, comm, iter_limit=40, node_limit=10**9, time_limit=10**9,
+                 scheduler=BackoffScheduler(match_limit=limit, ban_length=50))
+    if report.stop_reason == "saturated":
+        assert (g.node_count, g.class_count) == (free.node_count, free.class_count)
+    else:  # refused for good: only a rule that matches nowhere may be skipped
+        assert limit == 0 and report.stop_reason == "iteration limit", report
+    assert unbanned.stop_reason == "saturated"

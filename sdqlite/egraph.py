@@ -344,6 +344,11 @@ class BackoffScheduler:
             return False
         return True
 
+    def unban(self) -> None:
+        """egg's ``can_stop``: nothing else changes, so the banned rules run again now
+        (their thresholds stay doubled)."""
+        self.banned_until.clear()
+
 
 @dataclass
 class Report:
@@ -384,8 +389,10 @@ def run(egraph: EGraph[Any], rewrites: list[Rewrite], *, iter_limit: int = 30,
             before = (egraph.node_count, egraph.class_count)
             matches: list[tuple[Rewrite, ClassId, Subst]] = []
             by_op = egraph.classes_by_op()
+            skipped = False  # a rule banned or refused here: nothing changing proves nothing
             for rw in rewrites:
                 if not scheduler.can_run(rw.name, iterations):
+                    skipped = True
                     continue
                 roots = by_op.get(rw.lhs.op, []) if isinstance(rw.lhs, PNode) else \
                     egraph.class_ids()
@@ -393,6 +400,8 @@ def run(egraph: EGraph[Any], rewrites: list[Rewrite], *, iter_limit: int = 30,
                 check()
                 if scheduler.accept(rw.name, iterations, len(found)):
                     matches += [(rw, cid, s) for cid, s in found]
+                else:
+                    skipped = True
             for rw, cid, s in matches:
                 new = rw.apply(egraph, cid, s)
                 if new is not None and egraph.find(new) != egraph.find(cid):
@@ -400,10 +409,11 @@ def run(egraph: EGraph[Any], rewrites: list[Rewrite], *, iter_limit: int = 30,
                     fired[rw.name] += 1
                 check()
             egraph.rebuild()
-            banned = any(not scheduler.can_run(r.name, iterations + 1) for r in rewrites)
-            if (egraph.node_count, egraph.class_count) == before and not banned:
-                reason = "saturated"
-                break
+            if (egraph.node_count, egraph.class_count) == before:
+                if not skipped:  # every rule ran and changed nothing
+                    reason = "saturated"
+                    break
+                scheduler.unban()
     except _Stop as stop:
         reason = stop.reason
     egraph.rebuild()
