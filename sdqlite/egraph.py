@@ -369,9 +369,11 @@ def run(egraph: EGraph[Any], rewrites: list[Rewrite], *, iter_limit: int = 30,
         node_limit: int = 10_000, time_limit: float = 5.0,
         scheduler: BackoffScheduler | None = None,
         clock: Callable[[], float] = time.perf_counter) -> Report:
-    """Equality saturation: apply ``rewrites`` until nothing changes or a limit is hit.
-    Limits are checked after every single application, so a blow-up inside one iteration
-    stops promptly (the graph stays consistent: it is rebuilt before returning)."""
+    """Equality saturation: apply ``rewrites`` until an iteration in which every rule ran
+    changes nothing ("saturated"; when only banned rules are left, they are unbanned, as
+    egg's ``can_stop`` does) or a limit is hit.  Limits are checked after every single
+    application, so a blow-up inside one iteration stops promptly (the graph stays
+    consistent: it is rebuilt before returning)."""
     scheduler = scheduler or BackoffScheduler()
     start = clock()
     fired: Counter[str] = Counter()
