@@ -39,7 +39,7 @@ from properties.generators import (
     seeds,
 )
 from sdqlite.anf import anf
-from sdqlite.ast import Mul, RealConst, Sum, UnOp, Var, free_vars, subterms
+from sdqlite.ast import Let, Mul, RealConst, Sum, UnOp, Var, free_vars, subterms
 from sdqlite.fad import fad, is_discrete, sparse, tangent_context, tangent_type
 from sdqlite.gradient import gradient
 from sdqlite.typecheck import typecheck
@@ -105,8 +105,16 @@ CANCELLING: ScalarCase = (
 )
 
 
+# A let rebinding the input it reads: D[let x = x * x in x] at x = 3 is 6, not the 18
+# of D[x * x] read under the rebinding (x = 9).
+SELF_SHADOWING: ScalarCase = (
+    Generated({"x": REAL}, Let("x", Mul(Var("x"), Var("x")), Var("x")), REAL),
+    {"x": Fraction(3)}, {"x": Fraction(1)}, False)
+
+
 @given(scalar_cases())
 @example(CANCELLING)
+@example(SELF_SHADOWING)
 def test_scalar_fad_computes_the_differential(case: ScalarCase) -> None:
     _check_scalar(case)
 

@@ -44,6 +44,7 @@ from sdqlite.ast import (
     Unique,
     UnOp,
     Var,
+    free_vars,
     map_children,
 )
 from sdqlite.errors import SDQLiteError, Span
@@ -135,8 +136,12 @@ class Differentiator:
                 rt = self.types(ctx, rhs)
                 xt = self.names.prime(x)
                 drhs = self.d(rhs, ctx, tan)
-                return Let(x, rhs, Let(xt, drhs, self.d(body, bind(ctx, **{x: rt}),
-                                                         bind(tan, **{x: xt}))))
+                dbody = self.d(body, bind(ctx, **{x: rt}), bind(tan, **{x: xt}))
+                # x and x' bound at once: as the paper prints it, unless e1 reads the x it
+                # shadows, where D[e1] must come before x is rebound
+                if x in free_vars(rhs):
+                    return Let(xt, drhs, Let(x, rhs, dbody))
+                return Let(x, rhs, Let(xt, drhs, dbody))
             case If(c, body):  # [if]
                 return If(c, self.d(body, ctx, tan))
             case Lookup(dd, k):  # [lookup]: D[e1](e2)
