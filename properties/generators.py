@@ -230,7 +230,7 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
         case DictT(_, False):
             options += ["single", "map"] + (["storage"] if lang.physical else [])
         case DictT(_, True):
-            options += ["subarray"] + (["range"] if t == DENSE_INT else [])
+            options += ["subarray", "array"] + (["range"] if t == DENSE_INT else [])
     if _projectable(ctx, t):
         options += ["project", "project"]
     if _gradient_splits(ctx, t):
@@ -239,9 +239,10 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
     match choice:
         case "leaf":
             return _leaf(draw, ctx, t)
-        case "let":  # let x = e1 in e2
+        case "let":  # let x = e1 in e2; x sometimes a name in scope, shadowed in e2
             s = draw(st.sampled_from(lang.results))
-            x = names.fresh(draw, "t")
+            x = (draw(st.sampled_from(sorted(ctx))) if ctx and draw(st.integers(0, 4)) == 0
+                 else names.fresh(draw, "t"))
             rhs = rec(ctx, s)
             return Let(x, rhs, rec(_bind(ctx, **{x: s}), t))
         case "if":  # if c then e
@@ -289,6 +290,9 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
         case "single":  # {e1 -> e2}
             assert isinstance(t, DictT)
             return Single(rec(ctx, INT), rec(ctx, t.val))
+        case "array":  # [e1, ..., en], each element computed
+            assert isinstance(t, DictT)
+            return ArrayLit(tuple(rec(ctx, t.val) for _ in range(draw(st.integers(1, 3)))))
         case "subarray":  # e(lo:hi), small
             lo = draw(st.integers(0, 2))
             return SubArray(rec(ctx, t), IntConst(lo),
@@ -547,14 +551,16 @@ def guard_shapes(draw: Draw) -> Generated:
       non-strict operand; the key k2, unique(k2) or unique(v2);
     * sum-to-get ``sum(<k,v> in D) if k = i then b``: i independent of the binders or
       reading k or v, b strict in v or not;
-    * sum factorization ``sum(<k,v> in D) f1 * f2`` and ``sum(<k,v> in D) {i -> b}``:
-      factors and keys that use the key only, the value only, both or neither;
+    * sum factorization ``sum(<k,v> in D) f1 * f2`` and ``sum(<k,v> in D) {i -> b}``
+      (sometimes ``f * {i -> b}``): factors and keys that use the key only, the value
+      only, both or neither;
     * ranges whose bounds depend on an outer binder, ``sum(<k,v> in (j+c1 : j+c2)) b``
       with b reading ``(k+c1 : k+c2)(k)`` or ``(j+c1 : j+c2)(k)``, at a key other than k
       too, and ranges ``(c1 : c2)`` whose bounds read no binder; the lookup sometimes in
       an inner sum's domain, which that sum's binders do not cover;
     * binders that shadow an input (``sum(<k, s> in V) ...`` where s is real outside);
-    * a lookup of a sum, ``(sum(<k,v> in D) {key -> b})(i)``;
+    * a lookup of a sum, ``(sum(<k,v> in D) {key -> b})(i)``, the singleton sometimes
+      scaled;
     * half of them inside ``sum(<o, u> in V) ...``, their holes and keys reading o and u:
       the terms rules move in and out of binders then have indices to shift.
     """
@@ -627,7 +633,9 @@ def guard_shapes(draw: Draw) -> Generated:
             else:
                 key = draw(st.sampled_from([IntConst(draw(st.integers(0, 2))), *n,
                                             Var(k), Add(Var(k), IntConst(1))]))
-                e = Sum(k, v, dom, Single(key, factor(REAL)))
+                single = Single(key, factor(REAL))
+                # sometimes scaled: a real times a singleton, what sing-mult moves inside
+                e = Sum(k, v, dom, Mul(factor(REAL), single) if draw(st.booleans()) else single)
         case "range":
             j, u = names.fresh(draw, "j"), names.fresh(draw, "u")
             c1 = draw(st.integers(0, 2))
@@ -653,7 +661,9 @@ def guard_shapes(draw: Draw) -> Generated:
         case "lookup-sum":  # (sum(<k,v> in D) {key -> b})(i): lookup is linear
             key = draw(st.sampled_from([Var(k), IntConst(draw(st.integers(0, 2))), *n]))
             i = draw(st.sampled_from([IntConst(draw(st.integers(0, 2))), *n]))
-            e = Lookup(Sum(k, v, dom, Single(key, scalar(inner, v, vt, t))), i)
+            single = Single(key, scalar(inner, v, vt, t))
+            e = Lookup(Sum(k, v, dom, Mul(g(inner, REAL), single) if draw(st.booleans())
+                           else single), i)
         case _:
             x = draw(st.sampled_from(["s", "n"]))
             xt = ctx[x]

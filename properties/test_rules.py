@@ -28,7 +28,7 @@
 from collections import Counter
 from collections.abc import Iterator
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from properties.generators import (
@@ -47,8 +47,11 @@ from sdqlite.ast import (
     Expr,
     IntConst,
     Let,
+    Range,
     RealConst,
+    Single,
     Sum,
+    Unique,
     Var,
     children,
     map_children,
@@ -244,8 +247,17 @@ def cut_patterns(draw: Draw) -> tuple[Generated, Expr, dict[str, Expr]]:
     return Generated(g.ctx, elab, t), pattern, {name: e for e, name in cut.items()}
 
 
+# Shrunk: a pattern's ``_`` matched the value binder v1' and bound it for the key too
+_DOMAIN = Sum("k1'", "v2'", Range(IntConst(0), IntConst(0)),
+              Single(Unique(Var("v2'")), RealConst(1.5)), ty=DictT(REAL))
+WILDCARDS = (Generated({"x": REAL}, Sum("_", "_", _DOMAIN, Var("x"), ty=REAL), REAL),
+             Sum("_", "_", Var("mv1"), Var("mv2")), {"mv1": _DOMAIN, "mv2": Var("x")})
+
+
 @given(cut_patterns(), st.sampled_from([LOGICAL, PHYSICAL]).flatmap(
     lambda lang: programs(lang=lang)))
+@example(WILDCARDS, Generated({"x": REAL}, Sum("_", "v1'", Single(IntConst(0), RealConst(1.5)),
+                                               RealConst(1.5)), REAL))
 def test_the_matcher_is_complete_and_sound(cut: tuple[Generated, Expr, dict[str, Expr]],
                                            other: Generated) -> None:
     g, pattern, replaced = cut

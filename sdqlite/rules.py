@@ -147,6 +147,8 @@ def _match(p: Expr, e: Expr, metavars: set[str], exprs: dict[str, Expr],
         return False
     match p, e:
         case Sum(pk, pv, pd, pb), Sum(k, v, d, b):
+            if (pk == "_" != k) or (pv == "_" != v):  # ``_`` binds nothing: it matches ``_``
+                return False
             binders.update({pk: k, pv: v})
             return _match(pd, d, metavars, exprs, binders) and _match(
                 pb, b, metavars, exprs, binders)
