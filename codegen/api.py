@@ -221,6 +221,7 @@ class Compiled:
                 ) -> tuple[list[D.Buffers], dict[str, int]]:
         """The kernel's input buffers (sizes checked first), and every size name's bound."""
         bounds = self.check_sizes(args)
+        args = {x: _within(a, bounds) for x, a in args.items()}
         flat: dict[str, D.Buffers] = {}
         for x, params in spec.flat.items():
             arrays = _layout(spec.formats[x], args[x])
@@ -366,33 +367,34 @@ def _with_shape_sizes(name: str, t: Type, level: int = 0) -> Type:
 
 
 def _facts(a: Arg) -> list[Layer]:
-    """What the data say about each layer (numpy and scipy without per-entry work)."""
-    match a.kind:
-        case "value":
-            return list(facts(a.type, a.data, a.name))
-        case "scipy":
-            t = _with_shape_sizes(a.name, a.type)
-            assert isinstance(t, DictT)
-            if a.data.ndim == 1:
-                return [Layer(t, a.name, keys=_range(a.data.coords[0]), bound=a.data.shape[0])]
-            assert isinstance(t.val, DictT)
-            rows = np.flatnonzero(np.diff(a.data.indptr))
-            return [Layer(t, a.name, keys=_range(rows), bound=a.data.shape[0]),
-                    Layer(t.val, f"{a.name}(*)", keys=_range(a.data.indices),
-                          bound=a.data.shape[1])]
-    t = _with_shape_sizes(a.name, a.type)
-    arr = a.data
-    layers = D.layers(t)
-    # numpy data have every layer dense, or none (_numpy_type)
-    where = None if all(layer.dense for layer in layers) else np.nonzero(arr)
+    """What the data say about each layer (numpy and scipy without per-entry work; a
+    stored zero is no entry: past a size, ``_within`` cuts it away)."""
+    if a.kind == "value":
+        return list(facts(a.type, a.data, a.name))
+    layers = D.layers(_with_shape_sizes(a.name, a.type))
+    # numpy data have every layer dense, or none (_numpy_type); scipy data none
+    where = None if all(layer.dense for layer in layers) else a.data.nonzero()
     out = []
     for d, layer in enumerate(layers):
         path = a.name + "(*)" * d
-        if where is None:
-            out.append(Layer(layer, path, count=arr.shape[d], bound=arr.shape[d]))
-        else:
-            out.append(Layer(layer, path, keys=_range(where[d]), bound=arr.shape[d]))
+        n = a.data.shape[d]
+        out.append(Layer(layer, path, count=n, bound=n) if where is None else
+                   Layer(layer, path, keys=_range(where[d]), bound=n))
     return out
+
+
+def _within(a: Arg, bounds: Mapping[str, int]) -> Arg:
+    """numpy or scipy data cut to the sizes of their layers where another input fixes one
+    below the shape: the sizes check found no entry beyond it, and a kernel iterating
+    the whole shape would write an empty row's key outside the result's size."""
+    if a.kind not in ("scipy", "numpy"):
+        return a
+    layers = D.layers(_with_shape_sizes(a.name, a.type))
+    cut = tuple(min(n, bounds[str(layer.extent)]) for n, layer in zip(
+        a.data.shape, layers, strict=True))
+    if cut == a.data.shape:
+        return a
+    return Arg(a.name, a.type, a.kind, a.data[tuple(slice(0, n) for n in cut)])
 
 
 def _range(keys: Any) -> tuple[int, int] | None:
@@ -433,7 +435,7 @@ def _sizes_of(a: Arg) -> tuple[int | None, ...]:
 
 def _flat_buffers(x: Any, t: Type) -> D.Buffers:
     """A flat parameter's buffers: an int, or an index or value array."""
-    return D.scalar(x, t) if not isinstance(t, DictT) else D.from_numpy(np.asarray(x), t)
+    return D.from_numpy(np.asarray(x), t)
 
 
 def _as_is(a: Arg, t: Type) -> D.Buffers:
@@ -444,9 +446,7 @@ def _as_is(a: Arg, t: Type) -> D.Buffers:
             keys, vals = _coo(a)
             return D.from_coo(keys, vals, t)
         case "scipy":
-            return D.from_scipy(a.data) if a.data.ndim == 2 else D.from_coo(*_coo(a), t)
-    if not isinstance(t, DictT):
-        return D.scalar(a.data, t)
+            return D.from_coo(*_coo(a), t)
     return D.encode(a.data, t)
 
 
@@ -458,7 +458,7 @@ def _result(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
     """The result as ``output`` asks: ``stored`` is how the buffers hold it (a dense
     destination's outer layer is an array), ``t`` the program's type."""
     if not isinstance(t, DictT):
-        x = bufs[-1][0]
+        x = bufs[0][0]
         return bool(x) if t == BOOL else int(x) if t == INT else float(x)
     if output == "auto":
         layers = D.layers(t)
@@ -485,10 +485,8 @@ def _result(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
                     out[keys[0]] = vals
                     return out
                 if whole:  # rows 0 .. n-1 in order: the buffers are CSR's arrays
-                    m = scipy.sparse.csr_array((bufs[-1], bufs[3], bufs[2]),
-                                               shape=(dims[0], dims[1]))
-                    m.eliminate_zeros()
-                    return m
+                    return scipy.sparse.csr_array((bufs[-1], bufs[3], bufs[2]),
+                                                  shape=(dims[0], dims[1]))
                 return scipy.sparse.csr_array((vals, (keys[0], keys[1])),
                                               shape=(dims[0], dims[1]))
     value = D.decode(bufs, stored)

@@ -6,9 +6,9 @@ instance of the first layer) and an index array (a sparse layer's key per entry,
 layer's start position per instance), then the leaf values (float64 for real, int64 for
 int, uint8 for bool).  The instances of a layer are the entries of the layer above.
 
-From numpy and ``scipy.sparse`` the buffers are built without per-entry Python work
-(``from_numpy``, ``from_scipy``); our values (nested ``dict``/``DenseArray``) go through
-``encode``/``decode``, one step per entry.
+From numpy arrays and the entries of ``scipy.sparse`` matrices the buffers are built
+without per-entry Python work (``from_numpy``, ``from_coo``); our values (nested
+``dict``/``DenseArray``) go through ``encode``/``decode``, one step per entry.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.sparse
 
 from sdqlite.errors import DataError
 from sdqlite.types import BOOL, REAL, BoolT, DictT, Type, scalar_of
@@ -95,7 +94,7 @@ def decode(bufs: Buffers, t: Type) -> Value:
     return at(0, 0)
 
 
-# ---- numpy and scipy, without per-entry Python work ------------------------------------------
+# ---- numpy arrays and entries, without per-entry Python work ------------------------------
 
 
 def from_numpy(a: Any, t: Type) -> Buffers:
@@ -114,19 +113,6 @@ def from_numpy(a: Any, t: Type) -> Buffers:
         instances *= n
     out.append(np.ascontiguousarray(arr, dtype=leaf_dtype(t)).ravel())
     return out
-
-
-def from_scipy(m: Any) -> Buffers:
-    """A sparse matrix as ``{int -> {int -> real}}`` (rows without entries left out, explicit
-    zeros dropped, duplicates added)."""
-    csr = scipy.sparse.csr_array(m, dtype=np.float64)
-    csr.sum_duplicates()
-    csr.eliminate_zeros()
-    counts = np.diff(csr.indptr)
-    rows = np.flatnonzero(counts)
-    return [np.array([0, len(rows)], dtype=np.int64), _i64(rows),
-            _i64(np.concatenate([[0], np.cumsum(counts[rows])])), _i64(csr.indices),
-            np.ascontiguousarray(csr.data, dtype=np.float64)]
 
 
 def from_coo(keys: list[Any], vals: Any, t: Type) -> Buffers:

@@ -11,10 +11,13 @@ SDQLite values —
 ``compile(source, wrt, formats)(**data)``:
 
 1. with ``output="value"`` is the interpreter's value of the program (``semantics.run``)
-   on the same data, to 1e-9;
+   on the same data, to 1e-9, and canonical as it is (no dictionary stores a zero);
 2. with the default output (numpy, scipy or a number) holds the same entries, and is
-   numpy or scipy for a vector or matrix whose sizes the declarations fix, or the shape
-   of the one numpy or scipy input its layers come from (``x * 2.0``);
+   numpy or scipy, storing no zero, for a real vector or matrix whose sizes the
+   declarations fix, or the shape of the one numpy or scipy input its layers come from
+   (``x * 2.0``), of that shape (a layer that holds no keys, ``zero[T]``, has size 0); a
+   Python number for a scalar; else the value (int entries, three layers, a key of
+   unknown size);
 3. where the interpreter refuses the program or its data, raises a clean error too;
 4. where a unary operation fails at run time (outside its domain, or not finite), raises
    the interpreter's error at the same place in the source (the optimizer keeps each
@@ -77,6 +80,7 @@ from hypothesis import strategies as st
 import sdqlite
 from benchmarks.kernels import KERNELS, P
 from codegen import api
+from codegen import data as D
 from codegen.api import Compiled
 from codegen.emit import DEST_SIZE
 from properties.generators import Draw
@@ -89,9 +93,9 @@ from sdqlite.pipeline import Limits
 from sdqlite.sizes import NO_KEYS
 from sdqlite.storage import formats_for, resolve
 from sdqlite.types import REAL, DictT
-from semantics.convert import from_numpy, to_numpy
+from semantics.convert import from_numpy, from_scipy, to_numpy
 from semantics.run import Input, run
-from semantics.values import DenseArray, Value, dense, type_of, values_equal
+from semantics.values import DenseArray, Value, dense, stored_zero, type_of, values_equal
 
 #: a build for each kernel, wrt, format and option met: few examples, each cheap once built
 EXAMPLES = min(100, settings().max_examples)
@@ -228,6 +232,7 @@ def test_compile_agrees_with_the_interpreter(
         options["formats"] = {k.sparse: data.draw(st.sampled_from(formats_for(sparse_type)))}
     got = _compiled(source, wrt, optimize, "value", options)(**given_data)
     assert values_equal(got, want, rel_tol=1e-9, abs_tol=1e-12), (got, want)
+    assert stored_zero(got) is None, got  # canonical, as the interpreter's
     auto = _compiled(source, wrt, optimize, "auto", options)(**given_data)
     assert same_entries(auto, want)
     if declared and isinstance(want, dict | DenseArray):  # its sizes are declared
@@ -460,6 +465,88 @@ def test_the_shape_of_numpy_or_scipy_data_fixes_the_size_of_a_result(data: Any) 
     assert got.shape == data.shape and abs(got - 2 * data).max() == 0
 
 
+SHAPED = "A : {int[m] -> {int[n] -> real}}\nX : {dense_int[n] -> real}\n"
+#: results and the output each gets by default (law 2): numpy or scipy of the shape the
+#: sizes fix ("m", "n", 0 for a layer that holds no keys) for a real vector or matrix, a
+#: Python number for a scalar, else the value (int entries, three layers, a size unknown)
+OUTPUTS: dict[str, tuple[type, tuple[str | int, ...]]] = {
+    "A * 2.0": (sp.csr_array, ("m", "n")),
+    "sum(<i, r> in A) sum(<j, v> in r) {j -> {i -> v}}": (sp.csr_array, ("n", "m")),
+    "A + A * -1.0": (sp.csr_array, ("m", "n")),  # every entry cancels: none stored
+    "sum(<i, r> in A) {i -> zero[{int -> real}]}": (sp.csr_array, ("m", 0)),
+    "zero[{int -> {int -> real}}]": (sp.csr_array, (0, 0)),
+    "sum(<i, r> in A) {i -> sum(<j, v> in r) v * X(j)}": (np.ndarray, ("m",)),
+    "sum(<i, r> in A) r": (np.ndarray, ("n",)),
+    "X * 2.0": (np.ndarray, ("n",)),
+    "sum(<j, v> in X) {j -> v + 1.0}": (np.ndarray, ("n",)),  # at X's zeros too
+    "sum(<i, r> in A) sum(<j, v> in r) 1": (int, ()),
+    "(sum(<i, r> in A) sum(<j, v> in r) 1) = 2": (bool, ()),
+    "zero[{int -> real}]": (np.ndarray, (0,)),
+    "sum(<i, r> in A) sum(<j, v> in r) v * X(j)": (float, ()),
+    "sum(<i, r> in A) {i -> 1}": (dict, ()),
+    "sum(<i, r> in A) sum(<j, v> in r) {i -> {j -> {i -> v}}}": (dict, ()),
+    "sum(<i, r> in A) {i + 1 -> sum(<j, v> in r) v}": (dict, ()),
+}
+
+
+@settings(max_examples=min(40, settings().max_examples))
+@given(st.sampled_from(sorted(OUTPUTS)), st.integers(0, 3), st.integers(0, 3),
+       st.sampled_from(["dense", "dict"]), st.booleans(), st.data())
+def test_the_default_output_has_the_shape_the_sizes_fix(
+        body: str, m: int, n: int, destination: str, optimize: bool, data: st.DataObject
+        ) -> None:
+    """Law 2: the default output of each result of ``OUTPUTS``, in either destination,
+    optimized or not: numpy or scipy of the shape the sizes fix (m x n, n x m for the
+    transpose, 0 for a layer that holds no keys) storing no zero, a Python number, or the
+    value; its entries are the interpreter's."""
+    a = sp.csr_array(np.array([[data.draw(st.sampled_from([0.0, 1.5, -2.0]))
+                                for _ in range(n)] for _ in range(m)]).reshape(m, n))
+    x = np.array([data.draw(st.sampled_from([0.0, 1.5])) for _ in range(n)])
+    want = run(parse_program(SHAPED + body), {"A": Input(from_scipy(a)[0]),
+                                              "X": Input(*from_numpy(x))}).value
+    got: Any = _compiled(SHAPED + body, None, optimize, "auto",
+                         {"destination": destination})(A=a, X=x)
+    kind, dims = OUTPUTS[body]
+    assert type(got) is kind, (type(got), kind)
+    if kind in (np.ndarray, sp.csr_array):
+        array: Any = got  # (mypy narrowed got to the object it compared with)
+        sizes = {"m": m, "n": n, 0: 0}
+        assert array.shape == tuple(sizes[d] for d in dims), (array.shape, dims)
+        stored = array.data if kind is sp.csr_array else array[array != 0]
+        assert 0 not in stored and len(stored) == np.count_nonzero(
+            np.asarray(to_numpy(want, array.shape)))
+    assert same_entries(got, want), (got, want)
+
+
+@given(st.integers(1, 2).flatmap(lambda d: st.tuples(
+    st.just(d), st.dictionaries(st.tuples(*[st.integers(-1, 3)] * d), st.sampled_from(
+        [1.5, -2.0]), max_size=5), st.tuples(*[st.integers(0, 4)] * d))))
+def test_sizes_that_do_not_bound_the_keys_give_the_value_not_a_wrong_array(
+        case: tuple[int, dict[tuple[int, ...], float], tuple[int, ...]]) -> None:
+    """Law 2, read back (``api._result``): a real vector or matrix whose sizes hold every
+    key (0 <= key < size) is the array of that shape; where a size claimed does not (a
+    sizes analysis gone wrong, a negative key), it is the value, not an array that
+    drops, wraps or misplaces an entry."""
+    depth, entries, dims = case
+    t: Any = REAL
+    for _ in range(depth):
+        t = DictT(t)
+    value: dict[int, Any] = {}
+    for keys, x in entries.items():
+        node = value
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = x
+    names = [f"n{d}" for d in range(depth)]
+    got = api._result(D.encode(value, t), t, t, list(names), dict(zip(names, dims, strict=True)),
+                      "auto")
+    if all(0 <= k < n for keys in entries for k, n in zip(keys, dims, strict=True)):
+        array: Any = got
+        assert array.shape == dims and same_entries(array, value), (got, value)
+    else:
+        assert got == value, (got, value)
+
+
 @pytest.mark.parametrize("destination", ["dense", "dict"])
 def test_an_array_result_is_its_own_destination(destination: str) -> None:
     """Law 12: a result that is a dense array (its size known) gets no dense destination
@@ -661,6 +748,37 @@ def test_data_that_break_a_declared_size_fail_at_the_declaration(
     assert caught.value.span.line == 1, caught.value.span
 
 
+@settings(max_examples=min(30, settings().max_examples))
+@given(st.integers(1, 3), st.integers(0, 2), st.integers(0, 2),
+       st.sampled_from(["csr", "csc", "coo_matrix", "dense_matrix", "dict"]),
+       st.sampled_from(["dense", "dict"]), st.booleans(), st.data())
+def test_data_larger_than_a_size_with_nothing_beyond_it_agree_with_the_interpreter(
+        n: int, taller: int, wider: int, fmt: str, destination: str, optimize: bool,
+        data: st.DataObject) -> None:
+    """Law 5: a scipy matrix whose shape exceeds the size another input fixes (X's n
+    positions), with no entry beyond it, is data (its keys keep within int[n]; a stored
+    zero, there too, is no entry), and the result is the interpreter's, in every format
+    and destination (a kernel iterating the shape wrote an empty row's key outside the
+    result's size)."""
+    entries = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1),
+                                           st.sampled_from([1.0, -2.5])), max_size=4))
+    zero = data.draw(st.tuples(st.integers(0, n + taller - 1), st.integers(0, n + wider - 1)))
+    rows, cols, vals = [[*e] for e in zip(*entries, strict=True)] or [[], [], []]
+    if zero not in [(i, j) for i, j, _ in entries]:
+        rows, cols, vals = [*rows, zero[0]], [*cols, zero[1]], [*vals, 0.0]
+    a = sp.csr_array((vals, (rows, cols)), shape=(n + taller, n + wider))
+    assert 0.0 in a.data or zero in [(i, j) for i, j, _ in entries]  # stored, not dropped
+    x_data = np.arange(1.0, n + 1)
+    for source in (KERNELS["SMVM"].source,
+                   "A : {int[n] -> {int[n] -> real}}\nX : {dense_int[n] -> real}\n"
+                   "sum(<i, r> in A) {i -> sum(<j, v> in r) v * X(j)}"):
+        want = run(parse_program(source), {"A": Input(from_scipy(a)[0]), "X": Input(
+            *from_numpy(x_data))}).value
+        got = _compiled(source, None, optimize, "value",
+                        {"formats": {"A": fmt}, "destination": destination})(A=a, X=x_data)
+        assert values_equal(got, want), (got, want)
+
+
 SCALARS = "n : int\nx : real\nif n = 2 then x"
 
 
@@ -707,22 +825,23 @@ SIZED = "x : {dense_int[n] -> real}\nV : {int[n] -> real}\nsum(<i, v> in V) x(i)
 
 
 @given(st.lists(st.sampled_from([0.0, 1.0, -2.5]), min_size=1, max_size=6),
-       st.integers(1, 4))
+       st.integers(1, 4), st.sampled_from(["numpy", "scipy"]))
 def test_an_array_given_for_sparse_keys_of_a_size_keeps_within_it(
-        v: list[float], n: int) -> None:
-    """A numpy array given for an input declared sparse with keys of a size is its
-    non-zero entries: zeros past the size are no entries, a non-zero one is a DataError
-    naming the input and the key (law 5)."""
+        v: list[float], n: int, kind: str) -> None:
+    """A numpy array or a scipy vector, longer than the size x fixes, given for an input
+    declared sparse with keys of that size, is its non-zero entries: zeros past the size
+    are no entries, a non-zero one is a DataError naming the input and the key (law 5)."""
     compiled = _compiled(SIZED, None, False, "auto", {})
     x = np.arange(1.0, n + 1)
+    data = np.array(v) if kind == "numpy" else sp.coo_array(np.array(v))
     past = [k for k, a in enumerate(v) if a and k >= n]
     if past:
         with pytest.raises(DataError) as e:
-            compiled(x=x, V=np.array(v))
+            compiled(x=x, V=data)
         named = re.fullmatch(r"input V has key (\d+) outside int\[n\] .*", e.value.message)
         assert named is not None and int(named.group(1)) in past, e.value.message
     else:
-        assert compiled(x=x, V=np.array(v)) == sum(x[k] * a for k, a in enumerate(v) if a)
+        assert compiled(x=x, V=data) == sum(x[k] * a for k, a in enumerate(v) if a)
 
 
 @given(st.sampled_from(["A", "X", "nope", "beta2"]),
