@@ -177,7 +177,7 @@ class Lowered:
 Scope = dict[str, tuple[str, Type]]  # SDQLite name -> (IR name, type)
 
 
-def lower(e: Expr, ctx: Mapping[str, Type], t: Type, *, dps: bool = True) -> Lowered:
+def lower(e: Expr, ctx: Mapping[str, Type], t: Type, *, dps: bool) -> Lowered:
     """The statements of an elaborated program ``ctx ⊢ e : t`` (Physical SDQLite)."""
     inputs = tuple((x, erase(ctx[x])) for x in sorted(free_vars(e)))
     low = _Lowering({x for x, _ in inputs} | {RESULT}, dps)
@@ -211,9 +211,7 @@ class _Lowering:
     # value(e): statements, a pure expression, its type
     def value(self, e: Expr, scope: Scope) -> tuple[list[Stmt], Expr, Type]:
         match e:
-            case Var(x):
-                if x not in scope:
-                    raise CodegenError(f"unbound variable {x}", e.span)
+            case Var(x):  # (lower() put every free variable in scope: ctx[x])
                 name, t = scope[x]
                 return [], Var(name, span=e.span), t
             case IntConst():

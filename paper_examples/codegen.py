@@ -100,7 +100,7 @@ def report_cpp(ex: CppExample, seed: int = 20231) -> bool:
     from sdqlite.typecheck import typecheck
 
     ctx = spec.stages[-1].ctx or {}
-    low = lower(spec.program, ctx, typecheck(spec.program, ctx)[1])
+    low = lower(spec.program, ctx, typecheck(spec.program, ctx)[1], dps=True)
     builds = inner_builds(low.body)
     print(f"== {ex.name}: {ex.title}")
     print("   program: " + show(spec.program).replace("\n", "\n            "))

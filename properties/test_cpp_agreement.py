@@ -6,7 +6,8 @@ its type admits (``sdqlite.storage``: dict, dense, COO, CSR, CSC, column-major, 
 
 1. the program composed with the formats and compiled (lowered with and without
    destination-passing style, emitted, built, run on the buffers of ρ laid out in the
-   formats) computes the interpreter's ⟦e⟧(ρ), which the properties of
+   formats) computes the interpreter's ⟦e⟧(ρ), in its canonical form (no dictionary
+   stores a zero: the kernel prunes what cancelled), which the properties of
    ``test_fad_correct.py`` check against the sympy oracle — or, where the interpreter
    reports an evaluation error, so does the compiled code;
 2. for Logical programs differentiated w.r.t. a real input and run through the whole
@@ -72,7 +73,7 @@ from sdqlite.typecheck import typecheck
 from sdqlite.types import INT, DictT, Type
 from semantics.extents import check_extents, facts, size_bounds
 from semantics.interp import evaluate
-from semantics.values import Value, inner_extents_forgotten, values_equal
+from semantics.values import Value, inner_extents_forgotten, stored_zero, values_equal
 
 BATCH = 20
 EXAMPLES = max(2, settings().max_examples // BATCH)
@@ -206,6 +207,7 @@ def check_batch(batch: list[Case]) -> None:
         out = run(inputs)
         got = _result(out, k.result, t, p.sizes, p.bounds, "value")
         assert agree(got, want), (Path(built.source), k.name, got, want)
+        assert stored_zero(got) is None, (Path(built.source), k.name, got)  # pruned
         if p.sizes:  # the sizes that compile computes: numpy, scipy or a value
             auto = _result(out, k.result, t, p.sizes, p.bounds, "auto")
             assert (same_entries(auto, want) if isinstance(auto, np.ndarray)
