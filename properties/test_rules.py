@@ -258,6 +258,8 @@ WILDCARDS = (Generated({"x": REAL}, Sum("_", "_", _DOMAIN, Var("x"), ty=REAL), R
     lambda lang: programs(lang=lang)))
 @example(WILDCARDS, Generated({"x": REAL}, Sum("_", "v1'", Single(IntConst(0), RealConst(1.5)),
                                                RealConst(1.5)), REAL))
+@example(WILDCARDS, Generated({"x": REAL}, Sum("k1", "_", Single(IntConst(0), RealConst(1.5)),
+                                               RealConst(1.5)), REAL))
 def test_the_matcher_is_complete_and_sound(cut: tuple[Generated, Expr, dict[str, Expr]],
                                            other: Generated) -> None:
     g, pattern, replaced = cut

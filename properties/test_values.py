@@ -82,6 +82,9 @@ def test_values_equal_is_exact_over_the_rationals(a: Fraction, b: Fraction) -> N
     if a:  # a relative tolerance alone: within it, a nearby number is equal
         assert values_equal(a, a * (1 + Fraction(1, 10**15)), rel_tol=1e-12)
         assert not values_equal(a, a * (1 + Fraction(1, 10**9)), rel_tol=1e-12)
+    # an absolute tolerance alone: within it, a number near zero is zero
+    assert values_equal(Fraction(1, 10**15), Fraction(0), abs_tol=1e-12)
+    assert not values_equal(Fraction(1, 10**9), Fraction(0), abs_tol=1e-12)
 
 
 @given(fractions.filter(bool))
@@ -90,6 +93,8 @@ def test_an_entry_on_one_side_is_zero_within_abs_tol_bound_included(a: Fraction)
     assert values_equal({0: a}, {}, abs_tol=tol)
     assert values_equal({}, {0: {1: a}}, abs_tol=tol)
     assert not values_equal({0: a}, {}, abs_tol=tol / 2)
+    assert values_equal({0: dense([a, 0.0])}, {}, abs_tol=tol)  # an array: every position
+    assert not values_equal({}, {0: dense([0.0, a])}, abs_tol=tol / 2)
 
 
 @given(fractions, st.sampled_from([0.0, 1e-9]))
