@@ -17,7 +17,9 @@ conditional or an array the checker has not typed is a CodegenError that says so
 the emitter for a lowered one (a sum, let, unique or gradient left in an expression is
 a CodegenError naming it).
 
-With DPS, loops around singletons, sums of them, conditionals and zeros build nothing
+Without DPS (the baseline), each value is built, then added whole into its destination
+(never at a path of it, entered or multiplied into it). With DPS, loops around
+singletons, sums of them, conditionals and zeros build nothing
 on the way (the paper's blue listing): no accumulator is declared, no entry is entered
 by reference (the destination's path grows instead: ``res[i][j] += a``), what is
 added at a path is a number, and adding a zero emits no statement.
@@ -248,6 +250,20 @@ def test_dps_builds_nothing_on_the_way_to_the_destination(g: Generated) -> None:
     assert all(s.type == REAL for s in stmts if isinstance(s, AddInto))
     assert all((s.left_type, s.right_type) == (REAL, REAL) for s in stmts
                if isinstance(s, MulAddInto))
+
+
+@given(st.one_of(keyed_sums(), programs(lang=PHYSICAL)))
+@example(Generated({"x": REAL}, Add(Var("x"), RealConst(2.0)), REAL))  # added in parts
+def test_without_dps_each_value_is_built_then_added_whole(g: Generated) -> None:
+    """The baseline (``dps=False``, the paper's first listing): a value is built, then
+    added whole into the destination itself, never at a path of it, entered or
+    multiplied into it, nor in parts."""
+    elab, t = typecheck(g.expr, g.ctx)
+    stmts = _statements(lower(elab, g.ctx, t, dps=False).body)
+    assert not [s for s in stmts if isinstance(s, Enter | MulAddInto)]
+    assert all(s.dest.keys == () for s in stmts if isinstance(s, AddInto))
+    # the program's value is added by one statement (in a loop for a sum), not in parts
+    assert len([s for s in stmts if isinstance(s, AddInto) and s.dest.root == RESULT]) <= 1
 
 
 @given(st.sampled_from(["{0 -> 1.0}(3)", "[1.0, 2.0](1:2)", "[1.0](0) * x",
