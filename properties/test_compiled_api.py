@@ -27,8 +27,10 @@ SDQLite values —
    zero, a bool where a real is declared, a Python type it does not read, a format for
    no input) are a DataError that names the input, raised before anything is built;
    while a Python int where a real is declared is that real, an int declared int stays
-   one, and zeros past the declared size of a numpy array given for sparse sized keys
-   are no entries (a non-zero there is a DataError naming the key).
+   one, and zeros past the declared size of a numpy array or a scipy vector given for
+   sparse sized keys are no entries (a non-zero there is a DataError naming the key), as
+   are the empty rows and columns, and stored zeros, of a scipy matrix larger than the
+   size another input fixes (the result is the interpreter's, in every format).
 6. a program whose inputs are all declared is checked by ``compile`` itself, before any
    data (a type error, a gradient w.r.t. an input that is not real, or w.r.t. one the
    program does not read, which still needs its data); a program with inputs not
