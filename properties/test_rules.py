@@ -47,6 +47,7 @@ from sdqlite.ast import (
     Expr,
     IntConst,
     Let,
+    Not,
     Range,
     RealConst,
     Single,
@@ -64,7 +65,7 @@ from sdqlite.parser import parse_expr
 from sdqlite.printer import show
 from sdqlite.rules import NORMALIZATION, RULES, RULES_BY_NAME, SPARSITY, Rule, family
 from sdqlite.typecheck import Ctx, synth, typecheck
-from sdqlite.types import INT, REAL, DictT, Type
+from sdqlite.types import BOOL, INT, REAL, DictT, Type
 from semantics.display import read_value
 from semantics.interp import evaluate
 from semantics.values import FRACTION, is_zero, values_equal
@@ -254,8 +255,19 @@ WILDCARDS = (Generated({"x": REAL}, Sum("_", "_", _DOMAIN, Var("x"), ty=REAL), R
              Sum("_", "_", Var("mv1"), Var("mv2")), {"mv1": _DOMAIN, "mv2": Var("x")})
 
 
+# Shrunk (thorough): a pattern binding px twice, cut from lets that both bind x; px was
+# bound to x, then to t1', and both lets were rewritten to t1'
+SHADOWING_LETS = (
+    Generated({}, Let("x", RealConst(1.5), Not(Let("x", RealConst(1.5), BoolConst(False)))),
+              BOOL),
+    Let("px", Var("mv1"), Not(Let("px", Var("mv2"), Var("mv3")))),
+    {"mv1": RealConst(1.5), "mv2": RealConst(1.5), "mv3": BoolConst(False)})
+
+
 @given(cut_patterns(), st.sampled_from([LOGICAL, PHYSICAL]).flatmap(
     lambda lang: programs(lang=lang)))
+@example(SHADOWING_LETS, Generated({}, Let("x", RealConst(1.5), Not(
+    Let("t1'", RealConst(1.5), BoolConst(False)))), BOOL))
 @example(WILDCARDS, Generated({"x": REAL}, Sum("_", "v1'", Single(IntConst(0), RealConst(1.5)),
                                                RealConst(1.5)), REAL))
 @example(WILDCARDS, Generated({"x": REAL}, Sum("k1", "_", Single(IntConst(0), RealConst(1.5)),

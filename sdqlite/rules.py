@@ -149,10 +149,14 @@ def _match(p: Expr, e: Expr, metavars: set[str], exprs: dict[str, Expr],
         case Sum(pk, pv, pd, pb), Sum(k, v, d, b):
             if (pk == "_" != k) or (pv == "_" != v):  # ``_`` binds nothing: it matches ``_``
                 return False
+            if binders.get(pk, k) != k or binders.get(pv, v) != v:  # one binder, one name
+                return False
             binders.update({pk: k, pv: v})
             return _match(pd, d, metavars, exprs, binders) and _match(
                 pb, b, metavars, exprs, binders)
         case Let(px, pr, pb), Let(x, r, b):
+            if binders.get(px, x) != x:  # a pattern binder names one binder of the program
+                return False
             binders[px] = x
             return _match(pr, r, metavars, exprs, binders) and _match(
                 pb, b, metavars, exprs, binders)
