@@ -71,6 +71,7 @@ from __future__ import annotations
 import inspect
 import re
 import time
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -96,8 +97,17 @@ from sdqlite.sizes import NO_KEYS
 from sdqlite.storage import formats_for, resolve
 from sdqlite.types import REAL, DictT
 from semantics.convert import from_numpy, from_scipy, to_numpy
+from semantics.oracle import nested
 from semantics.run import Input, run
-from semantics.values import DenseArray, Value, dense, stored_zero, type_of, values_equal
+from semantics.values import (
+    DenseArray,
+    Value,
+    add,
+    dense,
+    stored_zero,
+    type_of,
+    values_equal,
+)
 
 #: a build for each kernel, wrt, format and option met: few examples, each cheap once built
 EXAMPLES = min(100, settings().max_examples)
@@ -534,12 +544,7 @@ def test_sizes_that_do_not_bound_the_keys_give_the_value_not_a_wrong_array(
     t: Any = REAL
     for _ in range(depth):
         t = DictT(t)
-    value: dict[int, Any] = {}
-    for keys, x in entries.items():
-        node = value
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-        node[keys[-1]] = x
+    value: Any = reduce(add, (nested(keys, x) for keys, x in entries.items()), {})
     names = [f"n{d}" for d in range(depth)]
     got = api._result(D.encode(value, t), t, t, list(names), dict(zip(names, dims, strict=True)),
                       "auto")
