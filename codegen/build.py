@@ -34,6 +34,10 @@ DEFAULT_FLAGS = "-O3 -march=native"
 #: interpreter rounds a * b before adding it; contraction would round once)
 BASE_FLAGS = ("-std=c++17", "-fPIC", "-shared", "-ffp-contract=off")
 HEADER_PACKAGE = "libboost1.81-dev"  # Debian 12: boost::unordered_flat_map (Boost >= 1.81)
+#: what g++ and clang say when that header is missing (an error in code that merely
+#: includes it names it too: "In file included from .../unordered_flat_map.hpp")
+BOOST_MISSING = ("boost/unordered/unordered_flat_map.hpp: No such file",
+                 "'boost/unordered/unordered_flat_map.hpp' file not found")
 
 
 def compiler() -> str:
@@ -134,7 +138,7 @@ def _compile(cxx: str, opts: list[str], source: str, cpp: Path, so: Path) -> Non
 
 
 def _compiler_failure(cxx: str, done: subprocess.CompletedProcess[str], cpp: Path) -> str:
-    if "boost/unordered/unordered_flat_map.hpp" in done.stderr:
+    if any(said in done.stderr for said in BOOST_MISSING):
         return (f"the C++ backend needs Boost >= 1.81 (boost::unordered_flat_map): on Debian, "
                 f"sudo apt-get install {HEADER_PACKAGE} (generated file: {cpp})")
     lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
