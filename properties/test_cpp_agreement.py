@@ -21,7 +21,9 @@ its type admits (``sdqlite.storage``: dict, dense, COO, CSR, CSC, column-major, 
 4. and, for those programs, read back as ``sdqlite.compile``'s default output reads it
    (a numpy array where every layer is dense and rectangular from 0, a numpy vector or
    scipy CSR matrix of reals where the sizes are known and hold every key, else the
-   value), it holds the entries of ⟦e⟧(ρ).
+   value), it holds the entries of ⟦e⟧(ρ);
+5. the lowering's own shapes (singletons entered by reference, conditionals around
+   loops, domains a let names or marks unique), with and without DPS, agree too.
 
 Reals compare to 1e-9 (the C++ sums a hash map's entries in another order); dense
 arrays stored inside dictionaries compare pointwise
@@ -52,6 +54,7 @@ from codegen.emit import DEST_SIZE, Kernel, emit_kernel, translation_unit
 from codegen.native import Native
 from properties.generators import (
     LOGICAL,
+    SHAPE_CTX,
     SIZED_CTX,
     Generated,
     coo,
@@ -62,10 +65,12 @@ from properties.generators import (
     sized_programs,
 )
 from properties.test_compiled_api import same_entries
+from properties.test_dps import CONDITIONAL, ENTERED
 from properties.test_sizes import sized_tensors
 from sdqlite.ast import Expr
 from sdqlite.errors import EvalError
 from sdqlite.fad import is_discrete
+from sdqlite.parser import parse_expr
 from sdqlite.pipeline import Limits, pipeline
 from sdqlite.sizes import NO_KEYS, Size, result_sizes
 from sdqlite.storage import Format, compose, formats_for, layout, resolve
@@ -218,3 +223,24 @@ def check_batch(batch: list[Case]) -> None:
 @given(st.lists(cases(), min_size=BATCH, max_size=BATCH))
 def test_compiled_programs_agree_with_the_interpreter(batch: list[Case]) -> None:
     check_batch(batch)
+
+
+#: the lowering's own shapes, which random programs seldom have: singletons entered by
+#: reference and conditionals around loops (``test_dps``'s), and domains a let names (a
+#: range, a sub-array, an array: their C++ types are the lowering's) or marks unique
+NAMED = [Generated(SHAPE_CTX, e, typecheck(e, SHAPE_CTX)[1]) for e in map(parse_expr, (
+    "let r = (0:3) in sum(<k, x> in r) {x -> s}",
+    "let r = a(1:3) in sum(<k, x> in r) {k -> x * s}",
+    "let r = [s, 2.0] in sum(<k, x> in r) {k -> x}",
+    "sum(<k, x> in unique((1:3))) {k -> s}",
+    "let r = (1:3) in r"))]
+SHAPES = [*ENTERED, *CONDITIONAL, *NAMED]
+
+
+@settings(max_examples=min(3, settings().max_examples))
+@given(st.tuples(*(environments(g.ctx) for g in SHAPES)))
+def test_the_lowerings_own_shapes_compile_and_agree(envs: tuple[dict[str, Value], ...]
+                                                    ) -> None:
+    """Each shape, with and without DPS, its inputs as they are (one build)."""
+    check_batch([Case(g, env, {x: "dict" for x in g.ctx}, dps, None)
+                 for g, env in zip(SHAPES, envs, strict=True) for dps in (True, False)])

@@ -18,11 +18,14 @@ the emitter for a lowered one (a sum, let, unique or gradient left in an express
 a CodegenError naming it).
 
 Without DPS (the baseline), each value is built, then added whole into its destination
-(never at a path of it, entered or multiplied into it). With DPS, loops around
-singletons, sums of them, conditionals and zeros build nothing
-on the way (the paper's blue listing): no accumulator is declared, no entry is entered
-by reference (the destination's path grows instead: ``res[i][j] += a``), what is
-added at a path is a number, and adding a zero emits no statement.
+(never at a path of it, entered or multiplied into it), and adding a zero emits no
+statement. With DPS, loops around singletons, sums of them, conditionals, zeros, unique
+and lets of numbers build nothing on the way (the paper's blue listing): no accumulator
+is declared, no entry is entered by reference (the destination's path grows instead:
+``res[i][j] += a``), what is added at a path is a number and no product built to add
+it, a loop over a range is counted (no range built), and adding a zero emits no
+statement; a singleton whose value is a loop is entered once, before that loop. Either
+way, only sparse dictionaries are pruned (nothing else stores zeros).
 """
 
 from fractions import Fraction
@@ -35,6 +38,7 @@ from codegen.dps import (
     RESULT,
     AddInto,
     Assign,
+    Bind,
     Decl,
     Dest,
     Enter,
@@ -69,10 +73,13 @@ from sdqlite.ast import (
     IntConst,
     Let,
     Mul,
+    Range,
     RealConst,
     Single,
     Sum,
+    Unique,
     Var,
+    free_vars,
     subterms,
 )
 from sdqlite.errors import CodegenError
@@ -102,9 +109,10 @@ def _pure(low: Lowered) -> bool:
 
 @st.composite
 def keyed_sums(draw: Draw) -> Generated:
-    """One or two loops (over M and its rows, or V) around nested singletons, sums of
-    them, conditionals and zeros, keyed by the binders or constants: what DPS turns into
-    adds at keyed paths (``res[i][j] += a``), which random programs seldom have."""
+    """One or two loops (over M and its rows, or over V or a range, perhaps marked
+    unique) around nested singletons, sums of them, conditionals, zeros and unique,
+    keyed by the binders or constants, perhaps in a let naming a number: what DPS turns
+    into adds at keyed paths (``res[i][j] += a``), which random programs seldom have."""
     names = Names()
 
     def body(scope: dict[str, Type], keys: list[Expr], depth: int, budget: int) -> Expr:
@@ -118,10 +126,12 @@ def keyed_sums(draw: Draw) -> Generated:
             if draw(st.booleans()):
                 right = If(Eq(key, IntConst(draw(st.integers(0, 2)))), right)
             return Mul(leaf, right)
-        match draw(st.sampled_from(["single", "single", "add", "if", "zero"]) if budget else
-                   st.just("single")):
+        match draw(st.sampled_from(["single", "single", "add", "if", "zero", "unique"])
+                   if budget else st.just("single")):
             case "single":
                 return Single(key, body(scope, keys, depth - 1, budget))
+            case "unique":  # the identity: the body into the destination
+                return Unique(body(scope, keys, depth, budget - 1))
             case "zero":
                 t: Type = REAL
                 for _ in range(depth):
@@ -134,14 +144,26 @@ def keyed_sums(draw: Draw) -> Generated:
                 return If(Eq(key, IntConst(draw(st.integers(0, 2)))),
                           body(scope, keys, depth, budget - 1))
 
+    def named(scope: dict[str, Type], keys: list[Expr]) -> Expr:
+        """The loop's body, perhaps in a let naming a number (the body still goes into
+        the destination)."""
+        if draw(st.booleans()):
+            return body(scope, keys, depth, 2)
+        x = names.fresh(draw, "l")
+        rhs = gen(draw, scope, REAL, 0, names, PHYSICAL)
+        return Let(x, rhs, body({**scope, x: REAL}, keys, depth, 2))
+
     depth = draw(st.integers(1, 3))
     if draw(st.booleans()):
         scope = {**SHAPE_CTX, "i": INT, "r": DictT(REAL), "j": INT, "a": REAL}
-        inner = body(scope, [Var("i"), Var("j")], depth, 2)
-        e: Expr = Sum("i", "r", Var("M"), Sum("j", "a", Var("r"), inner))
-    else:
-        scope = {**SHAPE_CTX, "k": INT, "v": REAL}
-        e = Sum("k", "v", Var("V"), body(scope, [Var("k")], depth, 2))
+        e: Expr = Sum("i", "r", Var("M"), Sum("j", "a", Var("r"),
+                                               named(scope, [Var("i"), Var("j")])))
+    else:  # over V, or a range, perhaps marked unique (a counted loop either way)
+        dom: Expr = draw(st.sampled_from([Var("V"), Range(IntConst(0), IntConst(3))]))
+        scope = {**SHAPE_CTX, "k": INT, "v": REAL if dom == Var("V") else INT}
+        if draw(st.booleans()):
+            dom = Unique(dom)
+        e = Sum("k", "v", dom, named(scope, [Var("k")]))
     return Generated(SHAPE_CTX, e, typecheck(e, SHAPE_CTX)[1])
 
 
@@ -214,12 +236,21 @@ def _assert_lowered_adds_the_value(case: tuple[Generated, dict[str, Value]], dps
     elab, t = typecheck(g.expr, g.ctx)
     low = lower(elab, g.ctx, t, dps=dps)
     assert _pure(low)
+    # zeros are pruned where a dictionary can store them: a sparse one written in place
+    declared = {RESULT: t} | {s.name: s.type for s in _statements(low.body)
+                              if isinstance(s, Decl)}
+    assert all(_sparse(declared[s.name]) for s in _statements(low.body)
+               if isinstance(s, Prune)), low
     want = inner_extents_forgotten(evaluate(elab, env, FRACTION))
     got = inner_extents_forgotten(execute(low, env, FRACTION))
     # exactly, but for the floats of unary operations (exp(x) is no rational), which DPS
     # adds in another order
     assert got == want or (_has_float(want) and V.values_equal(got, want, rel_tol=1e-9,
                                                                abs_tol=1e-12)), (got, want)
+
+
+def _sparse(t: Type) -> bool:
+    return isinstance(t, DictT) and not t.dense
 
 
 def _has_float(v: Value) -> bool:
@@ -245,11 +276,42 @@ def test_dps_builds_nothing_on_the_way_to_the_destination(g: Generated) -> None:
     stmts = _statements(lower(elab, g.ctx, t, dps=True).body)
     assert not [s for s in stmts if isinstance(s, Decl | Enter)]
     assert not [s for s in stmts if isinstance(s, AddInto) and isinstance(s.value, Empty)]
-    assert all(isinstance(s, Loop | When | AddInto | MulAddInto | Prune) for s in stmts)
-    # what is added at a path is a number: no singleton, sum or addition built to add it
-    assert all(s.type == REAL for s in stmts if isinstance(s, AddInto))
+    assert all(isinstance(s, Loop | When | AddInto | MulAddInto | Prune | Bind) for s in stmts)
+    # a let names a number (its body goes into the destination); a loop over a range is
+    # counted (no range built, named and iterated)
+    assert all(s.type == REAL for s in stmts if isinstance(s, Bind))
+    assert all(isinstance(s.dom, Range | Var) for s in stmts if isinstance(s, Loop))
+    # what is added at a path is a number: no singleton, sum, addition or product built
+    # to add it (a product is multiplied into its destination)
+    assert all(s.type == REAL and not isinstance(s.value, Mul) for s in stmts
+               if isinstance(s, AddInto))
     assert all((s.left_type, s.right_type) == (REAL, REAL) for s in stmts
                if isinstance(s, MulAddInto))
+
+
+def _walks(stmts: tuple[Stmt, ...], loops: tuple[set[str], ...] = ()
+           ) -> list[tuple[Dest, tuple[set[str], ...]]]:
+    """Each keyed destination a statement walks, with the binders of the loops around it."""
+    out: list[tuple[Dest, tuple[set[str], ...]]] = []
+    for s in stmts:
+        if isinstance(s, AddInto | MulAddInto | Enter) and s.dest.keys:
+            out.append((s.dest, loops))
+        if isinstance(s, Loop):
+            out += _walks(s.body, (*loops, {s.key, s.val}))
+        elif isinstance(s, When):
+            out += _walks(s.body, loops)
+    return out
+
+
+@pytest.mark.parametrize("g", ENTERED, ids=lambda g: str(g.expr))
+def test_dps_enters_a_singleton_whose_value_is_a_loop_once(g: Generated) -> None:
+    """``{k -> sum(<j, b> in V) ...}`` in a loop over k: ``res[k]`` is entered once per k,
+    before the loop over j, not walked again in each of its iterations: a path inside an
+    inner loop has a key of that loop."""
+    elab, t = typecheck(g.expr, g.ctx)
+    for dest, loops in _walks(lower(elab, g.ctx, t, dps=True).body):
+        if len(loops) > 1:
+            assert any(free_vars(k) & loops[-1] for k in dest.keys), dest
 
 
 @given(st.one_of(keyed_sums(), programs(lang=PHYSICAL)))
@@ -262,6 +324,7 @@ def test_without_dps_each_value_is_built_then_added_whole(g: Generated) -> None:
     stmts = _statements(lower(elab, g.ctx, t, dps=False).body)
     assert not [s for s in stmts if isinstance(s, Enter | MulAddInto)]
     assert all(s.dest.keys == () for s in stmts if isinstance(s, AddInto))
+    assert not [s for s in stmts if isinstance(s, AddInto) and isinstance(s.value, Empty)]
     # the program's value is added by one statement (in a loop for a sum), not in parts
     assert len([s for s in stmts if isinstance(s, AddInto) and s.dest.root == RESULT]) <= 1
 
