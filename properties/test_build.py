@@ -21,7 +21,8 @@ and calling (``codegen/native.py``), DESIGN.md "Build and load".
 5. *A kernel's failure status reads as the interpreter's error*: a unary operation's
    domain or range failure is the interpreter's own message at the kernel's span (no
    span for a status that names none); overflow, memory and out-of-size writes have
-   their own messages; a buffer handed back is copied, element for element.
+   their own messages, each for the status the runtime sets by its name; a buffer handed
+   back is copied, element for element.
 6. *Python calls the object as C++ defines it, and releases what it hands back*: each
    function Python calls is declared to ctypes with C++'s return type and parameter
    sizes, and after every call, succeeded or failed, no result is left unreleased.
@@ -50,8 +51,10 @@ from hypothesis import strategies as st
 import sdqlite
 from codegen import build as B
 from codegen import native as N
+from codegen.emit import Kernel, translation_unit
 from sdqlite.errors import BuildError, CodegenError, EvalError
 from sdqlite.ops import UNARY_OPS
+from sdqlite.types import REAL
 from semantics.interp import unop
 
 EXAMPLES = min(20, settings().max_examples)  # each example runs the compiler
@@ -358,6 +361,36 @@ def test_a_failure_status_reads_as_the_interpreters_error(
     assert type(err) is kind and err.message.startswith(start)
     assert isinstance(err, CodegenError) == (code not in (N.REAL_OVERFLOW, N.INT_OVERFLOW,
                                                           N.NO_MEMORY))
+
+
+#: a kernel failing each way the runtime reports, and the error Python raises for it: the
+#: runtime sets each status by its name (sdqlite_runtime.h), native.py reads its number
+FAILING = [
+    ("sdql::fail(sdql::DOMAIN, OP_LOG, -1.0, 0);", EvalError, "^log\\(-1.0\\)"),
+    ("sdql::fail(sdql::RANGE, OP_EXP, 1000.0, 0);", EvalError, "^exp\\(1000.0\\)"),
+    ("volatile double big = 1e308; volatile double r = big * 10.0; (void)r;", EvalError,
+     "^real overflow"),
+    ("sdql::iadd(std::numeric_limits<sdql::i64>::max(), 1);", EvalError, "^integer overflow"),
+    ("throw std::bad_alloc();", EvalError, "^out of memory"),
+    ("sdql::vec<double> r{2}; r[5] += 1.0;", CodegenError,
+     "^the compiled code wrote key 5 outside the result's size"),
+    ('throw std::runtime_error("no such thing");', CodegenError,
+     "^the compiled code failed: no such thing$"),
+]
+
+
+def test_each_failure_the_runtime_reports_reads_as_its_error() -> None:
+    kernels = [Kernel(f"fails{i}", f"extern \"C\" int sdql_fails{i}(void* const*, "
+                      "sdql::status* st, sdql::output** out) {\n  return sdql::run(st, out, "
+                      f"[&] {{ {body} return sdql::encode(0.0); }});\n}}\n", (), REAL, [None])
+               for i, (body, _, _) in enumerate(FAILING)]
+    ops = {f"OP_{op.upper()}": i for i, op in enumerate(OPS)}
+    source = "".join(f"#define {name} {i}\n" for name, i in ops.items())
+    with environment(SDQLITE_CXXFLAGS="-O0"):
+        built = B.build(source + translation_unit(kernels))
+    for k, (_, kind, message) in zip(kernels, FAILING, strict=True):
+        with pytest.raises(kind, match=message):
+            N.Native(built, k)([])
 
 
 @given(st.sampled_from([np.int64, np.float64]), st.integers(0, 50), st.integers(0, 2**31))
