@@ -29,6 +29,7 @@
 from __future__ import annotations
 
 import ast
+import faulthandler
 import hashlib
 import json
 import os
@@ -299,6 +300,8 @@ class MutatePlugin:
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, 1)
                 os.dup2(devnull, 2)
+                faulthandler.disable()  # pytest's writes to its own copy of stderr: a
+                # mutant that crashes the process is killed, its stack not printed
                 limits = {t: test_limit(self._seconds(t)) for t in j.tests}
                 if j.fresh:
                     env = {**os.environ, "SDQLITE_MUTANT": f"{j.module}:{j.number}",
