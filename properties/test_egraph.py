@@ -8,7 +8,8 @@
   associativity, units, distributivity) a term of the same value: ⟦extract(t)⟧ = ⟦t⟧ for
   every assignment; and never a costlier term than the one put in.
 * An extraction table stays valid as the graph grows: every term a snapshot
-  ``Extractor`` builds is still a member of its class after more rewriting.
+  ``Extractor`` builds is still a member of its class after more rewriting; and for
+  every id the graph gave out, ``cid in snapshot`` exactly when it builds a term.
 * A transparent node is looked through: a pattern matches a class holding
   ``wrap(c)`` exactly as it matches ``c``'s class.
 * Limits are honoured: the iteration limit exactly (every iteration it allows is run,
@@ -22,6 +23,8 @@
   an iteration (b its bans so far) is refused and banned for ``ban_length · 2^b``
   iterations, running again at the iteration the ban ends; and ``run`` keeps to it (a
   refused rule fires nowhere in that iteration).
+* ``run`` asks its scheduler before each rule in each iteration: a rule it never lets
+  run fires nowhere.
 * A rule whose left side is a pattern variable matches every class, and fires.
 * E-matching without unions is textbook matching (each class is one term): a pattern
   matches a node only with as many operands as it has.  ``lookup_term(t)`` is the class
@@ -173,6 +176,26 @@ def test_an_extraction_snapshot_stays_valid_as_the_graph_grows(t: Term) -> None:
 
 
 @given(terms)
+def test_an_extractor_has_a_class_exactly_when_it_builds_a_term_for_it(t: Term) -> None:
+    """For every class id the graph gave out (merged away before the snapshot, merged
+    after it, or added after it), ``cid in snapshot`` exactly when ``find_best`` builds
+    a term, and that term is a member of the class."""
+    g: EGraph[object] = EGraph()
+    g.add_term(t)
+    run(g, RULES, iter_limit=2, node_limit=500)
+    snapshot = Extractor(g, size_cost)
+    run(g, RULES, iter_limit=3, node_limit=1500)
+    for cid in range(len(g.parent)):
+        try:
+            _, term = snapshot.find_best(cid)
+        except ValueError:
+            assert cid not in snapshot, cid
+            continue
+        assert cid in snapshot, cid
+        assert g.lookup_term(term) == g.find(cid)
+
+
+@given(terms)
 def test_matching_looks_through_transparent_nodes(t: Term) -> None:
     g: EGraph[object] = EGraph(transparent=lambda op: op == "wrap")
     inner = g.add_term(t)
@@ -308,6 +331,29 @@ def test_run_refuses_a_rule_over_its_match_limit_and_matches_variable_patterns(
             assert report.fired[name] == 0, (name, n, limit)
     if classes <= limit:
         assert report.fired["wrap"] > 0
+
+
+class _Forbidding(BackoffScheduler):
+    """A scheduler that never lets the rules ``forbidden`` run."""
+
+    def __init__(self, forbidden: set[str]) -> None:
+        super().__init__()
+        self.forbidden = forbidden
+
+    def can_run(self, rule: str, iteration: int) -> bool:
+        return rule not in self.forbidden and super().can_run(rule, iteration)
+
+
+@given(terms, st.sets(st.sampled_from([r.name for r in RULES])), st.integers(1, 3))
+def test_run_applies_no_rule_its_scheduler_does_not_let_run(
+        t: Term, forbidden: set[str], limit: int) -> None:
+    """``run`` asks its scheduler before each rule in each iteration (a banned rule is
+    not matched): a rule it never lets run fires nowhere, and the others as usual."""
+    g: EGraph[object] = EGraph()
+    g.add_term(t)
+    report = run(g, RULES, iter_limit=limit, node_limit=2000,
+                 scheduler=_Forbidding(forbidden))
+    assert not [name for name in forbidden if report.fired[name]], report.fired
 
 
 # A language whose operators take different numbers of operands ("f" takes one or two):
