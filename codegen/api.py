@@ -292,11 +292,9 @@ def _arg(name: str, x: Any, want: Type | None) -> Arg:
         if sparse.dtype.kind not in "iuf":
             raise DataError(f"input {name}: a sparse array of dtype {sparse.dtype} has no "
                             "SDQLite type (use float or int)")
-        m: Any
-        if sparse.ndim == 1:
-            m = scipy.sparse.coo_array(sparse, dtype=np.float64)
-        else:  # (no copy of a float CSR matrix's arrays: scipy copies only to convert)
-            m = scipy.sparse.csr_array(sparse, dtype=np.float64)
+        # CSR, a vector's too (no copy of a float CSR array's arrays: scipy copies only
+        # to convert)
+        m: Any = scipy.sparse.csr_array(sparse, dtype=np.float64)
         if not m.has_canonical_format:
             m = m.copy()  # the caller's matrix stays as it is
             m.sum_duplicates()  # canonical: the formats' layouts rely on it
