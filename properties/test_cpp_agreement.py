@@ -23,7 +23,8 @@ its type admits (``sdqlite.storage``: dict, dense, COO, CSR, CSC, column-major, 
    scipy CSR matrix of reals where the sizes are known and hold every key, else the
    value), it holds the entries of ⟦e⟧(ρ);
 5. the lowering's own shapes (singletons entered by reference, conditionals around
-   loops, domains a let names or marks unique), with and without DPS, agree too.
+   loops, domains a let names or marks unique, a range or an array in a singleton),
+   with and without DPS, agree too.
 
 Reals compare to 1e-9 (the C++ sums a hash map's entries in another order); dense
 arrays stored inside dictionaries compare pointwise
@@ -226,14 +227,17 @@ def test_compiled_programs_agree_with_the_interpreter(batch: list[Case]) -> None
 
 
 #: the lowering's own shapes, which random programs seldom have: singletons entered by
-#: reference and conditionals around loops (``test_dps``'s), and domains a let names (a
-#: range, a sub-array, an array: their C++ types are the lowering's) or marks unique
+#: reference and conditionals around loops (``test_dps``'s), domains a let names (a
+#: range, a sub-array, an array: their C++ types are the lowering's) or marks unique,
+#: and a range or an array as a singleton's value (its C++ type is the emitter's)
 NAMED = [Generated(SHAPE_CTX, e, typecheck(e, SHAPE_CTX)[1]) for e in map(parse_expr, (
     "let r = (0:3) in sum(<k, x> in r) {x -> s}",
     "let r = a(1:3) in sum(<k, x> in r) {k -> x * s}",
     "let r = [s, 2.0] in sum(<k, x> in r) {k -> x}",
     "sum(<k, x> in unique((1:3))) {k -> s}",
-    "let r = (1:3) in r"))]
+    "let r = (1:3) in r",
+    "{0 -> (0:2)}",
+    "{0 -> [s, 2.0]}"))]
 SHAPES = [*ENTERED, *CONDITIONAL, *NAMED]
 
 

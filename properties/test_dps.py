@@ -314,8 +314,17 @@ def test_dps_enters_a_singleton_whose_value_is_a_loop_once(g: Generated) -> None
             assert any(free_vars(k) & loops[-1] for k in dest.keys), dest
 
 
+def _let_s(body: str) -> Expr:
+    """``let y = s in body``: into reaches the body (a let is lowered the same way with
+    DPS and without)."""
+    return parse_expr(f"let y = s in {body}")
+
+
 @given(st.one_of(keyed_sums(), programs(lang=PHYSICAL)))
 @example(Generated({"x": REAL}, Add(Var("x"), RealConst(2.0)), REAL))  # added in parts
+@example(Generated(SHAPE_CTX, _let_s("{0 -> y}"), DictT(REAL)))  # at a path
+@example(Generated(SHAPE_CTX, _let_s("{0 -> y} + {1 -> y}"), DictT(REAL)))  # in parts
+@example(Generated(SHAPE_CTX, _let_s("{0 -> y} * 2.0"), DictT(REAL)))  # multiplied in
 def test_without_dps_each_value_is_built_then_added_whole(g: Generated) -> None:
     """The baseline (``dps=False``, the paper's first listing): a value is built, then
     added whole into the destination itself, never at a path of it, entered or
