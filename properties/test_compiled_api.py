@@ -60,6 +60,9 @@ SDQLite values —
    ``dense`` and the result is a sparse dictionary whose outer layer's size is known.
 13. ``compile``'s defaults are the README's; a parsed program compiles as its text; and
    ``name`` names the generated function (a C++ identifier made of it).
+14. an entry of a range, ``(lo:hi)(k)``, is k where lo <= k < hi and 0 elsewhere, for
+   any 64-bit bounds: the compiled code reads it without building the range (the
+   interpreter builds it, up to 10^7 positions).
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -929,3 +932,13 @@ def test_names_cpp_reserves_or_that_clash_are_renamed(x: float, y: float) -> Non
             "x'": x, "x_d": y}
     want = run(parse_program(CLASHING), {n: Input(v) for n, v in data.items()}).value
     assert _compiled(CLASHING, None, False, "value", {})(**data) == pytest.approx(want)
+
+
+@given(st.integers(-2**62, 2**62), st.integers(-2**62, 2**62), st.integers(-2**62, 2**62),
+       st.booleans())
+@example(0, 10**12, 2, False).via("a range of 10^12 positions, not built")
+def test_an_entry_of_a_range_is_read_without_building_it(lo: int, hi: int, k: int,
+                                                          optimize: bool) -> None:
+    program = _compiled("lo : int\nhi : int\nk : int\n(lo:hi)(k)", None, optimize, "auto",
+                        {})
+    assert program(lo=lo, hi=hi, k=k) == (k if lo <= k < hi else 0)
