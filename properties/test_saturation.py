@@ -31,7 +31,8 @@
   random cost model, it has the input's meaning; and each rule's result is sound where
   extraction takes it (run alone, its left side's operator made dear).
 * The representative the appliers of an iteration share is, after each iteration, what
-  a fresh extraction gives.
+  a fresh extraction gives; and they share it: a generation of the graph is extracted
+  once, not once per applier.
 * Every rule fires on some generated program, and a guard admits its boundary instance
   (``BOUNDARY_INSTANCES``: sum-to-get's key read from the nearest outer binder, fusion's
   unique value of a range, a range's value read without its key, the zero rules' scalar
@@ -92,6 +93,7 @@ from sdqlite.ast import (
 )
 from sdqlite.egraph import (
     ClassId,
+    CostFn,
     EGraph,
     ENode,
     Extractor,
@@ -579,6 +581,33 @@ def test_a_representative_is_the_cheapest_term_after_every_iteration(site: Site)
         run(g, rules, iter_limit=1, node_limit=3000, time_limit=20.0)
         fresh = without_keep(Extractor(g, cost_model(g)).find_best(root)[1])
         assert _representative(g, root) == fresh
+
+
+@given(rewrite_sites())
+def test_the_appliers_of_a_generation_share_one_extraction_table(site: Site) -> None:
+    """``_representative`` extracts the graph once per generation (between two rebuilds
+    that change it), not once per applier: once the generation has its table, every
+    class's representative, asked for twice, builds no other (a class the table does
+    not know makes a new one, so the classes asked for are the table's)."""
+    g0, elab = site
+    g: EGraph[Info] = new_egraph()
+    g.add_term(encode(elab, g0.ctx))
+    run(g, [rw for _, rw in SATURATION_RULES.values()], iter_limit=1, node_limit=3000,
+        time_limit=20.0)
+    built: list[Extractor] = []
+
+    class Counted(Extractor):
+        def __init__(self, egraph: EGraph[Info], cost: CostFn) -> None:
+            super().__init__(egraph, cost)
+            built.append(self)
+
+    _representative(g, g.class_ids()[0])  # the generation's table, made or kept
+    table = saturation._EXTRACTORS[g][1]
+    known = [c for c in g.class_ids() if c in table]
+    with patch.object(saturation, "Extractor", Counted):
+        for cid in known + known:
+            _representative(g, cid)
+    assert not built, len(built)
 
 
 #: (rule, Γ, a program where the rule must fire: its guard holds at the boundary)
