@@ -7,7 +7,9 @@ F[Γ] ⊢ F[e] : F[T].  The expansion of the gradient API is well typed too:
 dictionaries of them) or a name that is not an input, ``gradient`` is refused with a
 DiffError that names it; and D_τ itself is defined only for τ a real tensor type (real
 or dictionaries of real): any other τ is a DiffError.  Scalar FAD multiplies as the
-primal does (Fig. fig:diffrules: ``*^T[real]`` is ``*``): it moves no indices.  Every
+primal does (Fig. fig:diffrules: ``*^T[real]`` is ``*``): it moves no indices.  Rule
+[let] binds x, then x' = D[e1], as the figure prints it (D[e1] first where e1 reads the
+x it rebinds).  Every
 unary operation of D_τ[e] is located at one of e's (rule [op]'s ``op'(e)`` at ``op(e)``):
 a failure in a derivative, ``inv(0.0)`` for ``log'(0.0)``, is reported where the source
 has the operation.
@@ -30,6 +32,7 @@ from sdqlite.ast import (
     Sum,
     UnOp,
     Var,
+    free_vars,
     subterms,
 )
 from sdqlite.errors import Span
@@ -83,6 +86,25 @@ def _check_typing(g: Generated, tau: Type, use_anf: bool) -> None:
     d, tangents = fad(e, g.ctx, tau)
     _, dt = typecheck(d, tangent_context(g.ctx, tau, tangents))
     assert dt == tangent_type(t, tau)
+
+
+@given(programs(lang=LOGICAL), st.sampled_from(TAUS), st.booleans())
+@example(SELF_SHADOWING, REAL, True)
+def test_fad_of_a_let_binds_x_then_its_tangent(g: Generated, tau: Type, reads_x: bool
+                                               ) -> None:
+    """Rule [let] as Fig. fig:diffrules prints it, ``let <x, x'> = <e1, D[e1]> in D[e2]``:
+    x is bound first, then x' = D[e1]; unless e1 reads the x it rebinds, where D[e1]
+    must be bound first (it reads the x outside)."""
+    elab, t = typecheck(g.expr, g.ctx)
+    assume(not is_discrete(t))  # a discrete let's tangent is zero: no let is built
+    x = next((y for y in sorted(g.ctx) if reads_x and y in free_vars(elab)), "y1")
+    if x == "y1":
+        assume(x not in names_in(elab))
+    d, _ = fad(Let(x, elab, Var(x)), g.ctx, tau)
+    assert isinstance(d, Let) and isinstance(d.body, Let), show(d)
+    primal, tangent = (d.body, d) if x in free_vars(elab) else (d, d.body)
+    assert (primal.name, primal.rhs) == (x, elab), show(d)
+    assert tangent.name != x and d.body.body == Var(tangent.name), show(d)  # D[x] = x'
 
 
 @given(st.sampled_from([LOGICAL, PHYSICAL]).flatmap(lambda lang: programs(lang=lang)),
