@@ -24,7 +24,8 @@
   iterations, running again at the iteration the ban ends; and ``run`` keeps to it (a
   refused rule fires nowhere in that iteration).
 * ``run`` asks its scheduler before each rule in each iteration: a rule it never lets
-  run fires nowhere.
+  run fires nowhere.  Iterations compose: n + 1 iterations reach the graph that n and
+  then one more reach (each starts from a rebuilt graph).
 * A rule whose left side is a pattern variable matches every class, and fires.
 * E-matching without unions is textbook matching (each class is one term): a pattern
   matches a node only with as many operands as it has.  ``lookup_term(t)`` is the class
@@ -39,7 +40,7 @@
 
 from collections.abc import Iterator
 
-from hypothesis import example, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from sdqlite.egraph import (
@@ -354,6 +355,23 @@ def test_run_applies_no_rule_its_scheduler_does_not_let_run(
     report = run(g, RULES, iter_limit=limit, node_limit=2000,
                  scheduler=_Forbidding(forbidden))
     assert not [name for name in forbidden if report.fired[name]], report.fired
+
+
+@given(terms, st.integers(1, 2))
+def test_an_iteration_starts_from_a_rebuilt_graph(t: Term, n: int) -> None:
+    """Iterations compose: a run of n + 1 iterations reaches the graph that a run of n
+    and then a run of one reach (each run rebuilds before it returns, so each
+    iteration must start from a rebuilt graph, congruences found; no bans)."""
+    def ran(*limits: int) -> tuple[int, int]:
+        g: EGraph[object] = EGraph()
+        g.add_term(t)
+        for limit in limits:
+            report = run(g, RULES, iter_limit=limit, node_limit=20_000,
+                         scheduler=BackoffScheduler(match_limit=10**9))
+            assume(report.stop_reason != "node limit")
+        return g.node_count, g.class_count
+
+    assert ran(n + 1) == ran(n, 1)
 
 
 # A language whose operators take different numbers of operands ("f" takes one or two):
