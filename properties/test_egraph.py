@@ -358,10 +358,14 @@ def test_run_applies_no_rule_its_scheduler_does_not_let_run(
 
 
 @given(terms, st.integers(1, 2))
+@example(Term("+", (Term("+", (Term("0"), Term("a"))), Term("0"))), 2).via(
+    "an iteration that merged classes and added nodes, the counts as before, was taken "
+    "for saturation")
 def test_an_iteration_starts_from_a_rebuilt_graph(t: Term, n: int) -> None:
     """Iterations compose: a run of n + 1 iterations reaches the graph that a run of n
     and then a run of one reach (each run rebuilds before it returns, so each
-    iteration must start from a rebuilt graph, congruences found; no bans)."""
+    iteration must start from a rebuilt graph, congruences found; no bans); and a run
+    is saturated only when its last iteration changed nothing."""
     def ran(*limits: int) -> tuple[int, int]:
         g: EGraph[object] = EGraph()
         g.add_term(t)

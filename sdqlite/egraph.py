@@ -388,7 +388,7 @@ def run(egraph: EGraph[Any], rewrites: list[Rewrite], *, iter_limit: int = 30,
     reason = "iteration limit"
     try:
         for iterations in range(1, iter_limit + 1):
-            before = (egraph.node_count, egraph.class_count)
+            before = (egraph.node_count, egraph.class_count, fired.total())
             matches: list[tuple[Rewrite, ClassId, Subst]] = []
             by_op = egraph.classes_by_op()
             skipped = False  # a rule banned or refused here: nothing changing proves nothing
@@ -411,7 +411,9 @@ def run(egraph: EGraph[Any], rewrites: list[Rewrite], *, iter_limit: int = 30,
                     fired[rw.name] += 1
                 check()
             egraph.rebuild()
-            if (egraph.node_count, egraph.class_count) == before:
+            # nothing changed: no node added, no union (one can leave both counts as
+            # they were: a class merged away while an application added one)
+            if (egraph.node_count, egraph.class_count, fired.total()) == before:
                 if not skipped:  # every rule ran and changed nothing
                     reason = "saturated"
                     break
