@@ -264,10 +264,30 @@ SHADOWING_LETS = (
     {"mv1": RealConst(1.5), "mv2": RealConst(1.5), "mv3": BoolConst(False)})
 
 
+def _sums(k2: str, v2: str) -> Generated:
+    """``sum(<k, v> in V) sum(<k2, v2> in V) 1.5``, elaborated."""
+    ctx: dict[str, Type] = {"V": DictT(REAL)}
+    e = Sum("k", "v", Var("V"), Sum(k2, v2, Var("V"), RealConst(1.5)))
+    return Generated(ctx, typecheck(e, ctx)[0], REAL)
+
+
+def _shadowing_sums(pk2: str, pv2: str, k2: str, v2: str
+                    ) -> tuple[tuple[Generated, Expr, dict[str, Expr]], Generated]:
+    """Sums whose inner key or value binder rebinds the outer one, cut with a pattern that
+    binds that name twice too; and sums whose binders differ, which it must not match
+    (as SHADOWING_LETS, for a sum's binders)."""
+    g = _sums(k2, v2)
+    pattern: Expr = Sum("pk", "pv", Var("mv1"), Sum(pk2, pv2, Var("mv2"), Var("mv3")))
+    replaced: dict[str, Expr] = {"mv1": Var("V"), "mv2": Var("V"), "mv3": RealConst(1.5)}
+    return (g, pattern, replaced), _sums("j", "w")
+
+
 @given(cut_patterns(), st.sampled_from([LOGICAL, PHYSICAL]).flatmap(
     lambda lang: programs(lang=lang)))
 @example(SHADOWING_LETS, Generated({}, Let("x", RealConst(1.5), Not(
     Let("t1'", RealConst(1.5), BoolConst(False)))), BOOL))
+@example(*_shadowing_sums("pk", "pw", "k", "w"))  # the key binder named twice
+@example(*_shadowing_sums("pj", "pv", "j", "v"))  # the value binder named twice
 @example(WILDCARDS, Generated({"x": REAL}, Sum("_", "v1'", Single(IntConst(0), RealConst(1.5)),
                                                RealConst(1.5)), REAL))
 @example(WILDCARDS, Generated({"x": REAL}, Sum("k1", "_", Single(IntConst(0), RealConst(1.5)),
