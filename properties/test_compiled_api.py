@@ -54,7 +54,8 @@ SDQLite values —
 12. it goes through the stages asked for: ``optimize=False`` is the input composed with
    its formats and normalized exactly when ``normalize``; the pipeline has its
    saturation, AD stages exactly when differentiating, and normalization exactly when
-   ``normalize``; each stage within the time specializing took. The kernel reads each
+   ``normalize``; each stage within the time specializing took; the program compiled
+   is the last stage's (the kernel reads its free variables). The kernel reads each
    input stored in a format that is not the identity as that format's arrays, and each
    other as itself; and it accumulates into an array exactly when the destination is
    ``dense`` and the result is a sparse dictionary whose outer layer's size is known.
@@ -455,6 +456,9 @@ def test_a_compiled_program_goes_through_what_it_is_asked_for(
             assert x not in spec.flat, x
         else:
             assert set(spec.flat[x]) == {p for p, _ in f.params}, (x, spec.flat.get(x))
+    # the program compiled is the last stage's: the kernel reads what it reads
+    assert set(dict(spec.kernel.inputs)) - {DEST_SIZE} == free_vars(spec.program), (
+        spec.kernel.inputs, spec.program)
     t = spec.result
     assert (DEST_SIZE in dict(spec.kernel.inputs)) == (
         dense_destination and isinstance(t, DictT) and not t.dense

@@ -51,6 +51,8 @@ from semantics.values import (
 REAL_TYPES: list[Type] = [REAL, SPARSE1, SPARSE2, DENSE_REAL, DictT(DENSE_REAL)]
 INT_TYPES: list[Type] = [INT, DENSE_INT, DictT(INT)]
 LOGICAL: list[Type] = [REAL, SPARSE1, SPARSE2, INT, DictT(INT)]
+#: an array of sparse vectors: arrays at different starts are padded with empty ones
+ARRAY_OF_DICTS = DictT(SPARSE1, dense=True)
 
 
 def _exact(t: Type) -> st.SearchStrategy[object]:
@@ -184,9 +186,10 @@ def _shifted(v: object, start: int) -> object:
 
 @st.composite
 def summands(draw: st.DrawFn) -> tuple[Type, list[object]]:
-    """Values of one type to add up: dense arrays at any start, and sometimes the
-    negation of an earlier value (entries that cancel, which a sum drops)."""
-    t = draw(st.sampled_from(REAL_TYPES + INT_TYPES + [DENSE_REAL, DENSE_INT]))
+    """Values of one type to add up: dense arrays (of numbers or of dictionaries) at any
+    start, and sometimes the negation of an earlier value (entries that cancel, which a
+    sum drops)."""
+    t = draw(st.sampled_from(REAL_TYPES + INT_TYPES + [DENSE_REAL, DENSE_INT, ARRAY_OF_DICTS]))
     minus: object = Fraction(-1) if scalar_of(t) == REAL else -1
     vs: list[object] = []
     for _ in range(draw(st.integers(0, 6))):
@@ -198,6 +201,8 @@ def summands(draw: st.DrawFn) -> tuple[Type, list[object]]:
 
 
 @given(summands())
+@example((ARRAY_OF_DICTS, [DenseArray(({0: Fraction(1)},), 1),
+                           DenseArray(({1: Fraction(2)},), 0)])).via("padded with {}")
 def test_the_accumulator_is_the_fold_of_add(case: tuple[Type, list[object]]) -> None:
     t, vs = case
     before = copy.deepcopy(vs)
