@@ -203,6 +203,8 @@ def summands(draw: st.DrawFn) -> tuple[Type, list[object]]:
 @given(summands())
 @example((ARRAY_OF_DICTS, [DenseArray(({0: Fraction(1)},), 1),
                            DenseArray(({1: Fraction(2)},), 0)])).via("padded with {}")
+@example((DENSE_REAL, [DenseArray((Fraction(1),), 2), DenseArray((Fraction(3),), 1)])).via(
+    "a later array starting before the sum so far, not at 0")
 def test_the_accumulator_is_the_fold_of_add(case: tuple[Type, list[object]]) -> None:
     t, vs = case
     before = copy.deepcopy(vs)
