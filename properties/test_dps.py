@@ -237,10 +237,9 @@ def _assert_lowered_adds_the_value(case: tuple[Generated, dict[str, Value]], dps
     low = lower(elab, g.ctx, t, dps=dps)
     assert _pure(low)
     # zeros are pruned where a dictionary can store them: a sparse one written in place
-    declared = {RESULT: t} | {s.name: s.type for s in _statements(low.body)
-                              if isinstance(s, Decl)}
-    assert all(_sparse(declared[s.name]) for s in _statements(low.body)
-               if isinstance(s, Prune)), low
+    stmts = _statements(low.body)
+    declared = {RESULT: t} | {s.name: s.type for s in stmts if isinstance(s, Decl)}
+    assert all(_sparse(declared[s.name]) for s in stmts if isinstance(s, Prune)), low
     want = inner_extents_forgotten(evaluate(elab, env, FRACTION))
     got = inner_extents_forgotten(execute(low, env, FRACTION))
     # exactly, but for the floats of unary operations (exp(x) is no rational), which DPS
