@@ -1,5 +1,6 @@
 # Quick start:  make examples   (set up, then run the paper's examples)
-#               make test       (set up, then run every test and the linters)
+#               make test       (set up, then run every test and the linters: ruff, mypy,
+#                                lint-imports for the layers of pyproject.toml)
 # System packages (Debian 12): sudo apt-get install -y python3-venv make g++ libboost1.81-dev
 PYTHON ?= python3
 VENV   := .venv
@@ -35,6 +36,7 @@ examples: setup
 test: setup
 	$(BIN)/ruff check sdqlite semantics codegen properties paper_examples tests benchmarks mutation
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	HYPOTHESIS_PROFILE=$(PROFILE) $(BIN)/pytest
 	$(MAKE) --no-print-directory sanitize
 

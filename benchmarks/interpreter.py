@@ -25,9 +25,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from benchmarks.kernels import KERNELS, P, machine
-from sdqlite.gradient import gradient
-from sdqlite.parser import parse_program
-from sdqlite.typecheck import typecheck
+from sdqlite.ad.gradient import gradient
+from sdqlite.check.typecheck import typecheck
+from sdqlite.syntax.parser import parse_program
 from semantics.convert import from_numpy, from_scipy, sparse_vector, to_numpy, to_scipy
 from semantics.display import show_value
 from semantics.interp import evaluate

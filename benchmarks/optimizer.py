@@ -10,10 +10,10 @@ import argparse
 import sys
 import time
 
-from sdqlite.parser import parse_program
-from sdqlite.pipeline import Limits, pipeline
-from sdqlite.printer import show
-from sdqlite.typecheck import typecheck
+from sdqlite.check.typecheck import typecheck
+from sdqlite.opt.pipeline import Limits, pipeline
+from sdqlite.syntax.parser import parse_program
+from sdqlite.syntax.printer import show
 
 # As in the paper's benchmarks, the vector differentiated by is dense; sizes say which
 # keys lie in its extent (n), which is what lets the optimizer drop its one-hot.

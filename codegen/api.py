@@ -15,7 +15,7 @@ are checked against them first (the optimizer relied on them).
 The result comes back as a Python number for a scalar; for ``output="auto"``, as a numpy
 array for a real vector or a dense array, a ``scipy.sparse.csr_array`` for a real
 matrix (``{int -> {int -> real}}``) — when the data fix the size of each layer
-(``sdqlite.sizes``) — and otherwise as an SDQLite value, as ``output="value"`` always.
+(``sdqlite.check.sizes``) — and otherwise as an SDQLite value, as ``output="value"`` always.
 Where the data fix the size n of the result's outer layer, the compiled code accumulates
 into an array of n positions rather than a hash map (``destination="dense"``, the
 default; ``"dict"`` keeps hash maps throughout, as the paper's "∇SD (dict)").
@@ -36,17 +36,18 @@ from codegen.build import build
 from codegen.dps import lower
 from codegen.emit import DEST_SIZE, Kernel, emit_kernel, translation_unit
 from codegen.native import Native
-from sdqlite.ast import Expr, free_vars
+from sdqlite.ad.gradient import expand, gradient
+from sdqlite.check.sizes import NO_KEYS, Size, declared, result_sizes
+from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import DataError, SDQLTypeError
-from sdqlite.gradient import gradient
-from sdqlite.parser import Program, parse_program
-from sdqlite.passes import normalize_multiplication
-from sdqlite.pipeline import Limits, Stage, pipeline
-from sdqlite.printer import show
-from sdqlite.sizes import NO_KEYS, Size, declared, result_sizes
-from sdqlite.storage import Coo, Format, compose, layout, resolve
-from sdqlite.typecheck import typecheck
-from sdqlite.types import BOOL, INT, REAL, DictT, Type, erase, scalar_of
+from sdqlite.opt.passes import normalize_multiplication
+from sdqlite.opt.pipeline import Limits, Stage, pipeline
+from sdqlite.storage.compose import compose
+from sdqlite.storage.formats import Coo, Format, declared_formats, layout, resolve
+from sdqlite.syntax.ast import Expr, free_vars
+from sdqlite.syntax.parser import Program, parse_program
+from sdqlite.syntax.printer import show
+from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, erase, scalar_of
 from semantics.datafiles import sparse_declared
 from semantics.extents import Layer, check_layers, facts, size_bounds
 from semantics.values import DenseArray, data_mismatch, has_type, is_zero, type_of
@@ -119,7 +120,7 @@ class Compiled:
                 resolve(f, decls[x].type, None, f"input {x}: ")
         if free_vars(self.program.expr) <= declared_:  # check now: errors at compile time
             ctx = {d.name: d.type for d in self.program.decls}
-            elab, _ = typecheck(self.program.expr, ctx)
+            elab = expand(typecheck(self.program.expr, ctx)[0], ctx)
             if self.wrt is not None:
                 typecheck(gradient(elab, self.wrt, ctx), ctx)
 
@@ -173,7 +174,7 @@ class Compiled:
     def _specialize(self, ctx: dict[str, Type], formats: dict[str, Format],
                     kinds: dict[str, Kind]) -> Specialized:
         assert self.program.expr is not None
-        elab, _ = typecheck(self.program.expr, ctx)
+        elab = expand(typecheck(self.program.expr, ctx)[0], ctx)
         if self.optimize:
             stages = pipeline(elab, ctx, self.wrt, self.limits, formats,
                               normalize=self.normalize)
@@ -268,6 +269,7 @@ def compile(source: str | Program, wrt: str | None = None,
     """Compile an SDQLite program (its source text: declarations, then an expression) to
     C++, differentiated w.r.t. ``wrt`` when given; call the result with the inputs."""
     program = parse_program(source) if isinstance(source, str) else source
+    declared_formats(program)  # a declared format that does not fit its input is an error here
     return Compiled(program, wrt, dict(formats or {}), optimize, normalize, dps,
                     limits or Limits(), output, name, destination)
 

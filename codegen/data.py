@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from sdqlite.errors import DataError
-from sdqlite.types import BOOL, REAL, BoolT, DictT, Type, scalar_of
+from sdqlite.syntax.types import BOOL, REAL, BoolT, DictT, Type, scalar_of
 from semantics.values import Value, dense
 
 Buffers = list[Any]  # numpy arrays

@@ -34,7 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import assert_never
 
-from sdqlite.ast import (
+from sdqlite.errors import NOT_EXPANDED, CodegenError
+from sdqlite.syntax.ast import (
     Add,
     ArrayLit,
     BoolConst,
@@ -59,8 +60,7 @@ from sdqlite.ast import (
     free_vars,
     subterms,
 )
-from sdqlite.errors import CodegenError
-from sdqlite.types import BOOL, INT, REAL, DictT, Type, erase, otimes
+from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, erase, otimes
 
 # ---- the IR --------------------------------------------------------------------------------
 
@@ -289,8 +289,7 @@ class _Lowering:
             case Sum() | If() | Lookup() | ArrayLit():
                 raise CodegenError("the program was not elaborated by the type checker", e.span)
             case Gradient():
-                raise CodegenError("gradient must be expanded (by the type checker) before "
-                                   "code generation", e.span)
+                raise CodegenError(NOT_EXPANDED, e.span)
             case _:
                 assert_never(e)
 

@@ -26,7 +26,7 @@ from codegen.dps import (
     Stmt,
     When,
 )
-from sdqlite.ast import Expr
+from sdqlite.syntax.ast import Expr
 from semantics import values as V
 from semantics.interp import evaluate
 from semantics.values import FLOAT, Field, Value

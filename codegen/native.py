@@ -19,7 +19,7 @@ from codegen.build import Built
 from codegen.data import Buffers, layers, leaf_dtype
 from codegen.emit import Kernel
 from sdqlite.errors import CodegenError, EvalError
-from sdqlite.ops import UNARY_OPS
+from sdqlite.syntax.ops import UNARY_OPS
 
 DOMAIN, RANGE, REAL_OVERFLOW, INT_OVERFLOW, NO_MEMORY, OUTSIDE = 1, 2, 3, 4, 5, 7
 
@@ -95,7 +95,7 @@ class Native:
             return EvalError("out of memory while running the compiled code")
         if st.code == OUTSIDE:
             return CodegenError(f"the compiled code wrote key {int(st.value)} outside the "
-                                "result's size: the sizes analysis (sdqlite/sizes.py) was "
+                                "result's size: the sizes analysis (sdqlite/check/sizes.py) was "
                                 "wrong here; please report it")
         return CodegenError(f"the compiled code failed: {st.message.decode(errors='replace')}")
 

@@ -10,8 +10,8 @@ behave as the original on every input are listed with a reason in
   python -m mutation                      every mutant (40 minutes on 2 cores: a run on
                                           2026-11-24 of all 2,447, recording included)
   python -m mutation --quick              a seeded sample of 15 per module
-  python -m mutation --modules sdqlite.passes --jobs 2
-  python -m mutation --list sdqlite.rules the mutants of a module, numbered
+  python -m mutation --modules sdqlite.opt.passes --jobs 2
+  python -m mutation --list sdqlite.opt.rules the mutants of a module, numbered
 """
 
 from __future__ import annotations

@@ -53,8 +53,10 @@ STATE = ROOT / ".mutation"
 
 # The modules under test (issue 12): the AD, rewrite and semantics code and the backend.
 TARGETS: tuple[str, ...] = (
-    "sdqlite.fad", "sdqlite.gradient", "sdqlite.sugar", "sdqlite.rules", "sdqlite.passes",
-    "sdqlite.saturation", "sdqlite.egraph", "semantics.values", "semantics.interp",
+    "sdqlite.ad.fad", "sdqlite.ad.gradient", "sdqlite.syntax.sugar", "sdqlite.opt.rules",
+    "sdqlite.opt.passes", "sdqlite.opt.debruijn", "sdqlite.opt.analysis", "sdqlite.opt.cost",
+    "sdqlite.opt.storel", "sdqlite.opt.saturation", "sdqlite.opt.egraph", "semantics.values",
+    "semantics.interp",
     "codegen.api", "codegen.build", "codegen.data", "codegen.dps", "codegen.emit",
     "codegen.execute", "codegen.native",
 )

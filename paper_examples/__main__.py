@@ -14,8 +14,8 @@ from paper_examples.codegen import CPP_EXAMPLES, HERE, report_cpp
 from paper_examples.differentiation import AD_EXAMPLES, report
 from paper_examples.optimization import OPT_EXAMPLES, report_opt
 from sdqlite.errors import SDQLiteError, format_error
-from sdqlite.parser import parse_program
-from sdqlite.printer import show
+from sdqlite.syntax.parser import parse_program
+from sdqlite.syntax.printer import show
 from semantics.display import show_value
 from semantics.run import run
 from semantics.values import values_equal

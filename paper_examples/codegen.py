@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from codegen.api import compile as compile_
 from codegen.dps import Decl, Loop, Stmt, When
 from codegen.emit import Kernel
-from sdqlite.printer import show
+from sdqlite.syntax.printer import show
 
 HERE = Path(__file__).parent
 Data = dict[str, Any]
@@ -82,8 +82,8 @@ def kernel_text(k: Kernel) -> str:
 
 
 def report_cpp(ex: CppExample, seed: int = 20231) -> bool:
-    from sdqlite.names import alpha_normal
-    from sdqlite.parser import parse_expr
+    from sdqlite.syntax.names import alpha_normal
+    from sdqlite.syntax.parser import parse_expr
 
     data = ex.data(np.random.default_rng(seed))
     compiled = compile_((HERE / ex.source).read_text(encoding="utf-8"), ex.wrt, name=ex.name)
@@ -97,7 +97,7 @@ def report_cpp(ex: CppExample, seed: int = 20231) -> bool:
     reached = alpha_normal(spec.program) == alpha_normal(parse_expr(ex.paper)) and (
         not ex.before or alpha_normal(composed) == alpha_normal(parse_expr(ex.before)))
     from codegen.dps import lower
-    from sdqlite.typecheck import typecheck
+    from sdqlite.check.typecheck import typecheck
 
     ctx = spec.stages[-1].ctx or {}
     low = lower(spec.program, ctx, typecheck(spec.program, ctx)[1], dps=True)

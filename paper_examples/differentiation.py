@@ -3,7 +3,7 @@ program, checks it against the paper's listing up to renaming, and checks its va
 against the sympy oracle (the interpreter on symbols, differentiated by sympy).
 
 Up to renaming means α-equivalence with ``1`` and ``1.0`` identified and ``{}`` equal to
-``zero[T]`` (``sdqlite.names.alpha_normal``).
+``zero[T]`` (``sdqlite.syntax.names.alpha_normal``).
 """
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Literal
 
-from sdqlite.anf import anf
-from sdqlite.ast import Expr, Gradient
-from sdqlite.fad import fad, tangent_context
-from sdqlite.names import alpha_normal
-from sdqlite.parser import parse_expr, parse_program
-from sdqlite.printer import show
-from sdqlite.typecheck import typecheck
-from sdqlite.types import REAL, Type
+from sdqlite.ad.anf import anf
+from sdqlite.ad.fad import fad, tangent_context
+from sdqlite.ad.gradient import expand
+from sdqlite.check.typecheck import typecheck
+from sdqlite.syntax.ast import Expr, Gradient
+from sdqlite.syntax.names import alpha_normal
+from sdqlite.syntax.parser import parse_expr, parse_program
+from sdqlite.syntax.printer import show
+from sdqlite.syntax.types import REAL, Type
 from semantics.display import show_value
 from semantics.interp import evaluate
 from semantics.oracle import directional, jacobian
@@ -119,10 +120,11 @@ def run_ad_example(ex: ADExample) -> Outcome:
             tau = ctx[ex.wrt]
             transformed, _ = fad(elab, ctx, tau)
             expanded, dt = typecheck(Gradient(prog.expr, ex.wrt), ctx)
-            value = evaluate(expanded, env, FRACTION)
+            value = evaluate(expand(expanded, ctx), env, FRACTION)
             expected = jacobian(elab, ctx, t, env, ex.wrt)
         case "gradient":
-            transformed, dt = typecheck(Gradient(prog.expr, ex.wrt), ctx)
+            checked, dt = typecheck(Gradient(prog.expr, ex.wrt), ctx)
+            transformed = expand(checked, ctx)
             value = evaluate(transformed, env, FRACTION)
             expected = jacobian(elab, ctx, t, env, ex.wrt)
     paper = parse_expr(ex.paper)

@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from sdqlite.ast import Expr
+from sdqlite.ad.gradient import gradient
+from sdqlite.check.typecheck import Ctx, typecheck
 from sdqlite.errors import SDQLiteError
-from sdqlite.gradient import gradient
-from sdqlite.names import alpha_normal
-from sdqlite.parser import parse_expr, parse_program
-from sdqlite.passes import sparsity_propagation
-from sdqlite.pipeline import Stage, describe, pipeline
-from sdqlite.saturation import optimize
-from sdqlite.typecheck import Ctx, typecheck
+from sdqlite.opt.passes import sparsity_propagation
+from sdqlite.opt.pipeline import Stage, describe, pipeline
+from sdqlite.opt.saturation import optimize
+from sdqlite.syntax.ast import Expr
+from sdqlite.syntax.names import alpha_normal
+from sdqlite.syntax.parser import parse_expr, parse_program
 from semantics.extents import check_extents
 from semantics.interp import evaluate
 from semantics.values import FRACTION, Value, dense, values_equal

@@ -20,7 +20,10 @@ from typing import Any, cast
 
 from hypothesis import strategies as st
 
-from sdqlite.ast import (
+from sdqlite.ad.gradient import checked
+from sdqlite.check.typecheck import typecheck
+from sdqlite.storage.formats import Format
+from sdqlite.syntax.ast import (
     Add,
     ArrayLit,
     BoolConst,
@@ -44,9 +47,18 @@ from sdqlite.ast import (
     Var,
     free_vars,
 )
-from sdqlite.storage import Format
-from sdqlite.typecheck import typecheck
-from sdqlite.types import BOOL, INT, REAL, BoolT, DictT, IntT, RealT, Type, is_semiring, splits
+from sdqlite.syntax.types import (
+    BOOL,
+    INT,
+    REAL,
+    BoolT,
+    DictT,
+    IntT,
+    RealT,
+    Type,
+    is_semiring,
+    splits,
+)
 from semantics.extents import check_extents
 from semantics.values import Value, dense, is_zero
 
@@ -493,7 +505,7 @@ def sized_programs(draw: Draw) -> tuple[Expr, str]:
     ctx = dict(SIZED_CTX)
     wrt = draw(st.sampled_from(["x", "X2"]))
     if draw(st.booleans()):
-        return typecheck(draw(programs(ctx=ctx, lang=PHYSICAL)).expr, ctx)[0], wrt
+        return checked(draw(programs(ctx=ctx, lang=PHYSICAL)).expr, ctx)[0], wrt
     g = draw(programs(ctx={**ctx, "k": INT, "v": REAL, "w": REAL},
                       type=draw(st.sampled_from([REAL, DictT(REAL)])), lang=PHYSICAL))
     read = Lookup(Lookup(Var("X2"), Var("i")), Var("k")) if wrt == "X2" else \
@@ -509,7 +521,7 @@ def sized_programs(draw: Draw) -> tuple[Expr, str]:
             e = Sum("i", "r", Var("M"), Sum("k", "v", Var("r"), inner))
         case _:  # k iterates M's rows (extent m), not a layer of x's extent n
             e = Sum("k", "r", Var("M"), Sum("i", "v", Var("r"), inner))
-    return typecheck(e, ctx)[0], wrt
+    return checked(e, ctx)[0], wrt
 
 
 # ---- storage formats ----------------------------------------------------------------------

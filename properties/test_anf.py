@@ -16,11 +16,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from properties.generators import Generated, programs_with_env
-from sdqlite.anf import anf, is_atom
-from sdqlite.ast import Add, Expr, If, Let, RealConst, Sum, UnOp, Var, children, subterms
-from sdqlite.gradient import gradient
-from sdqlite.typecheck import typecheck
-from sdqlite.types import REAL
+from sdqlite.ad.anf import anf, is_atom
+from sdqlite.ad.gradient import checked, gradient
+from sdqlite.check.typecheck import typecheck
+from sdqlite.syntax.ast import Add, Expr, If, Let, RealConst, Sum, UnOp, Var, children, subterms
+from sdqlite.syntax.types import REAL
 from semantics.interp import evaluate
 from semantics.values import FRACTION, Value
 
@@ -54,7 +54,7 @@ def _operands_atomic(e: Expr) -> bool:
 @example(CAPTURE)
 def test_anf_preserves_type_and_meaning(case: Case) -> None:
     g, env = case
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     converted = anf(elab)
     assert in_anf(converted)
     elab2, t2 = typecheck(converted, g.ctx)

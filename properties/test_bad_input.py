@@ -20,13 +20,13 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from properties.generators import ill_typed
-from sdqlite.ast import Expr
+from sdqlite.check.typecheck import Ctx, typecheck
 from sdqlite.errors import DataError, ParseError, SDQLiteError, SDQLTypeError
-from sdqlite.parser import parse_program
 from sdqlite.paths import read_source
-from sdqlite.printer import show
-from sdqlite.session import read_input, read_raw_input
-from sdqlite.typecheck import Ctx, typecheck
+from sdqlite.syntax.ast import Expr
+from sdqlite.syntax.parser import parse_program
+from sdqlite.syntax.printer import show
+from sdqlite.ui.session import read_input, read_raw_input
 from semantics.convert import load
 from semantics.datafiles import read_data
 from semantics.values import has_type

@@ -32,7 +32,7 @@ from codegen import api
 from codegen import data as D
 from properties.generators import values
 from sdqlite.errors import DataError
-from sdqlite.types import BOOL, INT, REAL, DictT, Type, scalar_of
+from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, scalar_of
 from semantics import convert
 from semantics.values import DenseArray, Value, dense
 

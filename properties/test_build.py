@@ -53,8 +53,8 @@ from codegen import build as B
 from codegen import native as N
 from codegen.emit import Kernel, translation_unit
 from sdqlite.errors import BuildError, CodegenError, EvalError
-from sdqlite.ops import UNARY_OPS
-from sdqlite.types import REAL
+from sdqlite.syntax.ops import UNARY_OPS
+from sdqlite.syntax.types import REAL
 from semantics.interp import unop
 
 EXAMPLES = min(20, settings().max_examples)  # each example runs the compiler

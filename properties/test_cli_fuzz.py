@@ -25,7 +25,7 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sdqlite.cli import main
+from sdqlite.ui.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 30  # seconds a case may take before it counts as a hang

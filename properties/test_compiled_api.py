@@ -88,18 +88,24 @@ import sdqlite
 from benchmarks.kernels import KERNELS, P
 from codegen import api
 from codegen import data as D
-from codegen.api import Compiled
+from codegen.api import Compiled, Destination, Output
 from codegen.emit import DEST_SIZE
 from properties.generators import Draw
-from sdqlite.ast import free_vars
-from sdqlite.errors import CodegenError, DataError, EvalError, SDQLiteError, SDQLTypeError
-from sdqlite.fad import DiffError
-from sdqlite.ops import UNARY_OPS
-from sdqlite.parser import parse_program
-from sdqlite.pipeline import Limits
-from sdqlite.sizes import NO_KEYS
-from sdqlite.storage import formats_for, resolve
-from sdqlite.types import REAL, DictT
+from sdqlite.check.sizes import NO_KEYS
+from sdqlite.errors import (
+    CodegenError,
+    DataError,
+    DiffError,
+    EvalError,
+    SDQLiteError,
+    SDQLTypeError,
+)
+from sdqlite.opt.pipeline import Limits
+from sdqlite.storage.formats import formats_for, resolve
+from sdqlite.syntax.ast import free_vars
+from sdqlite.syntax.ops import UNARY_OPS
+from sdqlite.syntax.parser import parse_program
+from sdqlite.syntax.types import REAL, DictT
 from semantics.convert import from_numpy, from_scipy, to_numpy
 from semantics.oracle import nested
 from semantics.run import Input, run
@@ -123,7 +129,7 @@ pytestmark = pytest.mark.usefixtures("quick_builds")  # properties/conftest.py
 _COMPILED: dict[tuple[Any, ...], Compiled] = {}
 
 
-def _compiled(source: str, wrt: str | None, optimize: bool, output: str,
+def _compiled(source: str, wrt: str | None, optimize: bool, output: Output,
               options: dict[str, Any]) -> Compiled:
     key = (source, wrt, optimize, output, repr(sorted(options.items())))
     if key not in _COMPILED:
@@ -563,7 +569,7 @@ def test_sizes_that_do_not_bound_the_keys_give_the_value_not_a_wrong_array(
 
 
 @pytest.mark.parametrize("destination", ["dense", "dict"])
-def test_an_array_result_is_its_own_destination(destination: str) -> None:
+def test_an_array_result_is_its_own_destination(destination: Destination) -> None:
     """Law 12: a result that is a dense array (its size known) gets no dense destination
     on top: it is an array already."""
     compiled = sdqlite.compile("x : {dense_int[n] -> real}\nx * 2.0", destination=destination)

@@ -2,7 +2,7 @@
 
 For generated well-typed programs Γ ⊢ e : T of Physical SDQLite — every construct,
 gradients included — inputs ρ ∈ ⟦Γ⟧, and a storage format for each input among those
-its type admits (``sdqlite.storage``: dict, dense, COO, CSR, CSC, column-major, ...):
+its type admits (``sdqlite.storage.formats``: dict, dense, COO, CSR, CSC, column-major, ...):
 
 1. the program composed with the formats and compiled (lowered with and without
    destination-passing style, emitted, built, run on the buffers of ρ laid out in the
@@ -68,15 +68,16 @@ from properties.generators import (
 from properties.test_compiled_api import same_entries
 from properties.test_dps import CONDITIONAL, ENTERED
 from properties.test_sizes import sized_tensors
-from sdqlite.ast import Expr
+from sdqlite.ad.gradient import checked
+from sdqlite.check.sizes import NO_KEYS, Size, result_sizes
+from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import EvalError
-from sdqlite.fad import is_discrete
-from sdqlite.parser import parse_expr
-from sdqlite.pipeline import Limits, pipeline
-from sdqlite.sizes import NO_KEYS, Size, result_sizes
-from sdqlite.storage import Format, compose, formats_for, layout, resolve
-from sdqlite.typecheck import typecheck
-from sdqlite.types import INT, DictT, Type
+from sdqlite.opt.pipeline import Limits, pipeline
+from sdqlite.storage.compose import compose
+from sdqlite.storage.formats import Format, formats_for, layout, resolve
+from sdqlite.syntax.ast import Expr
+from sdqlite.syntax.parser import parse_expr
+from sdqlite.syntax.types import INT, DictT, Type, is_discrete
 from semantics.extents import check_extents, facts, size_bounds
 from semantics.interp import evaluate
 from semantics.values import Value, inner_extents_forgotten, stored_zero, values_equal
@@ -144,7 +145,7 @@ def prepare(c: Case) -> Prepared:
     for x, f in sorted(c.formats.items()):
         event(f"format {f}" + (" (identity)" if resolve(f, ctx[x]).identity else ""))
     event("differentiated and optimized" if c.wrt else "composed only")
-    elab, _ = typecheck(c.program.expr, ctx)
+    elab, _ = checked(c.program.expr, ctx)
     formats = {x: resolve(f, ctx[x]) for x, f in c.formats.items()}
     if c.wrt is not None:
         stages = pipeline(elab, ctx, c.wrt, LIMITS, formats)

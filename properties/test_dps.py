@@ -64,7 +64,10 @@ from properties.generators import (
     programs,
     programs_with_env,
 )
-from sdqlite.ast import (
+from sdqlite.ad.gradient import checked
+from sdqlite.check.typecheck import typecheck
+from sdqlite.errors import CodegenError
+from sdqlite.syntax.ast import (
     Add,
     Empty,
     Eq,
@@ -82,10 +85,8 @@ from sdqlite.ast import (
     free_vars,
     subterms,
 )
-from sdqlite.errors import CodegenError
-from sdqlite.parser import parse_expr
-from sdqlite.typecheck import typecheck
-from sdqlite.types import BOOL, INT, REAL, DictT, Type
+from sdqlite.syntax.parser import parse_expr
+from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type
 from semantics import values as V
 from semantics.interp import evaluate
 from semantics.values import FRACTION, Value, inner_extents_forgotten
@@ -233,7 +234,7 @@ def test_lowered_statements_assign_a_scalar_result(case: tuple[Generated, dict[s
 def _assert_lowered_adds_the_value(case: tuple[Generated, dict[str, Value]], dps: bool
                                    ) -> None:
     g, env = case
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     low = lower(elab, g.ctx, t, dps=dps)
     assert _pure(low)
     # zeros are pruned where a dictionary can store them: a sparse one written in place
@@ -271,7 +272,7 @@ def _statements(stmts: tuple[Stmt, ...] | list[Stmt]) -> list[Stmt]:
 
 @given(keyed_sums())
 def test_dps_builds_nothing_on_the_way_to_the_destination(g: Generated) -> None:
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     stmts = _statements(lower(elab, g.ctx, t, dps=True).body)
     assert not [s for s in stmts if isinstance(s, Decl | Enter)]
     assert not [s for s in stmts if isinstance(s, AddInto) and isinstance(s.value, Empty)]
@@ -307,7 +308,7 @@ def test_dps_enters_a_singleton_whose_value_is_a_loop_once(g: Generated) -> None
     """``{k -> sum(<j, b> in V) ...}`` in a loop over k: ``res[k]`` is entered once per k,
     before the loop over j, not walked again in each of its iterations: a path inside an
     inner loop has a key of that loop."""
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     for dest, loops in _walks(lower(elab, g.ctx, t, dps=True).body):
         if len(loops) > 1:
             assert any(free_vars(k) & loops[-1] for k in dest.keys), dest
@@ -328,7 +329,7 @@ def test_without_dps_each_value_is_built_then_added_whole(g: Generated) -> None:
     """The baseline (``dps=False``, the paper's first listing): a value is built, then
     added whole into the destination itself, never at a path of it, entered or
     multiplied into it, nor in parts."""
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     stmts = _statements(lower(elab, g.ctx, t, dps=False).body)
     assert not [s for s in stmts if isinstance(s, Enter | MulAddInto)]
     assert all(s.dest.keys == () for s in stmts if isinstance(s, AddInto))

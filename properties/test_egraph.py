@@ -1,4 +1,4 @@
-"""The equality-saturation engine (``sdqlite.egraph``) on a toy language of arithmetic.
+"""The equality-saturation engine (``sdqlite.opt.egraph``) on a toy language of arithmetic.
 
 * Congruence closure holds after ``rebuild``: after any unions, every node is canonical
   and indexed under its class, and no two classes hold the same canonical node (so
@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from sdqlite.egraph import (
+from sdqlite.opt.egraph import (
     BackoffScheduler,
     EGraph,
     ENode,

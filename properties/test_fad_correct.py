@@ -38,12 +38,22 @@ from properties.generators import (
     programs,
     seeds,
 )
-from sdqlite.anf import anf
-from sdqlite.ast import Let, Mul, RealConst, Sum, UnOp, Var, free_vars, subterms
-from sdqlite.fad import fad, is_discrete, sparse, tangent_context, tangent_type
-from sdqlite.gradient import gradient
-from sdqlite.typecheck import typecheck
-from sdqlite.types import REAL, DictT, Type, order, otimes, tensor
+from sdqlite.ad.anf import anf
+from sdqlite.ad.fad import fad, tangent_context
+from sdqlite.ad.gradient import checked, gradient
+from sdqlite.check.typecheck import typecheck
+from sdqlite.syntax.ast import Let, Mul, RealConst, Sum, UnOp, Var, free_vars, subterms
+from sdqlite.syntax.types import (
+    REAL,
+    DictT,
+    Type,
+    is_discrete,
+    order,
+    otimes,
+    sparse,
+    tangent_type,
+    tensor,
+)
 from semantics.oracle import (
     contract,
     directional,
@@ -126,7 +136,7 @@ def test_scalar_fad_on_physical_programs(case: ScalarCase) -> None:
 
 def _check_scalar(case: ScalarCase) -> None:
     g, env, dirs, use_anf = case
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     tangent, names = fad(anf(elab) if use_anf else elab, g.ctx)
     tan_ctx = tangent_context(g.ctx, REAL, names)
     d_elab, dt = typecheck(tangent, tan_ctx)
@@ -157,7 +167,7 @@ def test_gradient_is_the_jacobian_with_dense_inputs(case: GradientCase) -> None:
 
 def _check_gradient(case: GradientCase) -> None:
     g, x, env = case
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     grad, gt = typecheck(gradient(elab, x, g.ctx), g.ctx)
     got = evaluate_generic(grad, g.ctx, gt, env)
     assert _agree(got, jacobian(elab, g.ctx, t, env, x), g)
@@ -204,7 +214,7 @@ def test_tensorized_fad_of_a_product_of_tensors(case: SeedCase) -> None:
 
 def _check_seed(case: SeedCase) -> None:
     g, x, tau, env, seed = case
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     tangent, names = fad(elab, g.ctx, tau)
     tan_ctx = tangent_context(g.ctx, tau, names)
     d_elab, dt = typecheck(tangent, tan_ctx)
@@ -236,7 +246,7 @@ COUNTING: GradientCase = (
 @example(COUNTING)
 def test_oracle_agrees_with_finite_differences(case: GradientCase) -> None:
     g, x, env = case
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     exact = jacobian(elab, g.ctx, t, env, x)
     numeric = finite_jacobian(elab, g.ctx, t, env, x)
     assert values_equal(exact, numeric, rel_tol=1e-4, abs_tol=1e-5), (exact, numeric)

@@ -3,7 +3,8 @@ for generated programs of Logical SDQLite (and of Physical SDQLite, where tangen
 dense layers are sparse: D_τ[T] = sparse(T) ⊗ τ) and τ of order 0–2 — checked by our type
 checker, on the program as generated and after ANF.  Scalar FAD is the case τ = real:
 F[Γ] ⊢ F[e] : F[T].  The expansion of the gradient API is well typed too:
-Γ ⊢ gradient e x : T ⊗ τ_x for every real input x; for a discrete input (int, bool or
+Γ ⊢ gradient e x : T ⊗ τ_x for every real input x, the type the checker gives the
+unexpanded ``gradient e x`` from the types alone; for a discrete input (int, bool or
 dictionaries of them) or a name that is not an input, ``gradient`` is refused with a
 DiffError that names it; and D_τ itself is defined only for τ a real tensor type (real
 or dictionaries of real): any other τ is a DiffError.  Scalar FAD multiplies as the
@@ -20,10 +21,15 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from properties.generators import LOGICAL, PHYSICAL, SPARSE1, SPARSE2, Generated, programs
-from sdqlite.anf import anf
-from sdqlite.ast import (
+from sdqlite.ad.anf import anf
+from sdqlite.ad.fad import fad, tangent_context
+from sdqlite.ad.gradient import checked, gradient
+from sdqlite.check.typecheck import typecheck
+from sdqlite.errors import DiffError, Span
+from sdqlite.syntax.ast import (
     Add,
     Empty,
+    Gradient,
     IntConst,
     Let,
     Lookup,
@@ -35,15 +41,21 @@ from sdqlite.ast import (
     free_vars,
     subterms,
 )
-from sdqlite.errors import Span
-from sdqlite.fad import DiffError, fad, is_discrete, sparse, tangent_context, tangent_type
-from sdqlite.gradient import gradient
-from sdqlite.names import names_in
-from sdqlite.ops import UNARY_OPS
-from sdqlite.parser import parse_expr
-from sdqlite.printer import show
-from sdqlite.typecheck import typecheck
-from sdqlite.types import BOOL, INT, REAL, DictT, Type, tensor
+from sdqlite.syntax.names import names_in
+from sdqlite.syntax.ops import UNARY_OPS
+from sdqlite.syntax.parser import parse_expr
+from sdqlite.syntax.printer import show
+from sdqlite.syntax.types import (
+    BOOL,
+    INT,
+    REAL,
+    DictT,
+    Type,
+    is_discrete,
+    sparse,
+    tangent_type,
+    tensor,
+)
 
 TAUS = [REAL, tensor(1), tensor(2)]
 
@@ -81,7 +93,7 @@ def test_tangent_program_is_well_typed_on_physical_programs(
 
 
 def _check_typing(g: Generated, tau: Type, use_anf: bool) -> None:
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     e = anf(elab) if use_anf else elab
     d, tangents = fad(e, g.ctx, tau)
     _, dt = typecheck(d, tangent_context(g.ctx, tau, tangents))
@@ -95,7 +107,7 @@ def test_fad_of_a_let_binds_x_then_its_tangent(g: Generated, tau: Type, reads_x:
     """Rule [let] as Fig. fig:diffrules prints it, ``let <x, x'> = <e1, D[e1]> in D[e2]``:
     x is bound first, then x' = D[e1]; unless e1 reads the x it rebinds, where D[e1]
     must be bound first (it reads the x outside)."""
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     assume(not is_discrete(t))  # a discrete let's tangent is zero: no let is built
     x = next((y for y in sorted(g.ctx) if reads_x and y in free_vars(elab)), "y1")
     if x == "y1":
@@ -112,7 +124,7 @@ def test_fad_of_a_let_binds_x_then_its_tangent(g: Generated, tau: Type, reads_x:
 def test_scalar_fad_multiplies_without_moving_indices(g: Generated, use_anf: bool) -> None:
     """Fig. fig:diffrules: ``*^T[real]`` is ``*``: with τ = real, D builds no one-hot
     ``{i -> 1.0}`` over a key of its own (the index moves of ``*^T`` for a tensor τ)."""
-    elab, _ = typecheck(g.expr, g.ctx)
+    elab, _ = checked(g.expr, g.ctx)
     e = anf(elab) if use_anf else elab
     d, tangents = fad(e, g.ctx, REAL)
     own = names_in(d) - names_in(e) - set(tangents.values())
@@ -123,19 +135,20 @@ def test_scalar_fad_multiplies_without_moving_indices(g: Generated, use_anf: boo
 @given(st.sampled_from([LOGICAL, PHYSICAL]).flatmap(lambda lang: programs(lang=lang)),
        st.data())
 def test_gradient_expansion_is_well_typed(g: Generated, data: st.DataObject) -> None:
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     real_inputs = sorted(x for x, s in g.ctx.items() if not is_discrete(s))
     assume(real_inputs)
     x = data.draw(st.sampled_from(real_inputs))
     _, gt = typecheck(gradient(elab, x, g.ctx), g.ctx)
     assert gt == tangent_type(t, sparse(g.ctx[x]))
+    assert typecheck(Gradient(g.expr, x), g.ctx)[1] == gt  # the checker's, unexpanded
 
 
 @given(st.sampled_from([LOGICAL, PHYSICAL]).flatmap(lambda lang: programs(lang=lang)),
        st.data())
 def test_gradient_by_a_discrete_input_or_a_non_input_is_refused(
         g: Generated, data: st.DataObject) -> None:
-    elab, _ = typecheck(g.expr, g.ctx)
+    elab, _ = checked(g.expr, g.ctx)
     others = {"z9": "not an input"} | {x: "discrete" for x, s in g.ctx.items()
                                         if is_discrete(s)}
     x = data.draw(st.sampled_from(sorted(others)))
@@ -171,7 +184,7 @@ def test_every_operation_of_a_derivative_is_located_in_the_source(
     operation of D[e] is at an operation of e, the same one or one whose derivative
     introduces it; the interpreter and the C++ backend report a failing operation at
     its span, and one without a span has no location to report."""
-    elab, _ = typecheck(parse_expr(show(g.expr)), g.ctx)
+    elab, _ = checked(parse_expr(show(g.expr)), g.ctx)
     e = anf(elab) if use_anf else elab
     d, _ = fad(e, g.ctx, tau)
     source: dict[Span | None, set[str]] = {}  # an expanded gradient's op'(e) shares op's

@@ -13,15 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from properties.generators import INPUT_TYPES, RESULT_TYPES, Generated, programs, values
-from sdqlite.ast import Expr, subterms
-from sdqlite.typecheck import typecheck
-from sdqlite.types import Type
+from sdqlite.ad.gradient import checked
+from sdqlite.syntax.ast import Expr, subterms
+from sdqlite.syntax.types import Type
 from semantics.values import Value, has_type
 
 
 @given(programs())
 def test_generated_programs_have_their_type(g: Generated) -> None:
-    _, t = typecheck(g.expr, g.ctx)
+    _, t = checked(g.expr, g.ctx)
     assert t == g.type
 
 

@@ -49,15 +49,15 @@ from properties.generators import (
     sized_programs,
 )
 from properties.test_rules import assert_same_meaning, places, rewrite_sites
-from sdqlite.ast import Expr, Let, subterms
+from sdqlite.ad.gradient import checked, expand, gradient
+from sdqlite.check.typecheck import Ctx, typecheck
 from sdqlite.errors import DataError, SDQLiteError
-from sdqlite.gradient import gradient
-from sdqlite.parser import parse_expr
-from sdqlite.passes import iterated_key_lookup, normalize_multiplication, sparsity_propagation
-from sdqlite.printer import show
-from sdqlite.rules import NORMALIZATION, SPARSITY, family
-from sdqlite.typecheck import Ctx, typecheck
-from sdqlite.types import erase
+from sdqlite.opt.passes import iterated_key_lookup, normalize_multiplication, sparsity_propagation
+from sdqlite.opt.rules import NORMALIZATION, SPARSITY, family
+from sdqlite.syntax.ast import Expr, Let, subterms
+from sdqlite.syntax.parser import parse_expr
+from sdqlite.syntax.printer import show
+from sdqlite.syntax.types import erase
 from semantics.extents import check_extents
 from semantics.interp import evaluate
 from semantics.values import FRACTION, Value, dense, values_equal
@@ -156,7 +156,7 @@ def _shape(src: str) -> Generated:
           "n": 0}).via("found by lookup_shapes (thorough)")
 def test_iterated_key_lookup_is_sound_with_shadowed_binders(g: Generated,
                                                             env: dict[str, Value]) -> None:
-    elab = typecheck(g.expr, g.ctx)[0]
+    elab = checked(g.expr, g.ctx)[0]
     out, t = typecheck(iterated_key_lookup(elab, g.ctx).program, g.ctx)
     assert t == g.type
     assert values_equal(evaluate(elab, env, FRACTION), evaluate(out, env, FRACTION))
@@ -198,7 +198,7 @@ def test_iterated_key_lookup_fires_on_lookup_shapes() -> None:
     @settings(max_examples=300, derandomize=True, database=None)
     @given(lookup_shapes())
     def collect(g: Generated) -> None:
-        fired.update(iterated_key_lookup(typecheck(g.expr, g.ctx)[0], g.ctx).fired)
+        fired.update(iterated_key_lookup(checked(g.expr, g.ctx)[0], g.ctx).fired)
 
     collect()
     assert fired["iterated-key-lookup (same-dictionary)"] >= 30, fired
@@ -339,7 +339,8 @@ def test_lookup_within_a_declared_extent_is_sound_on_every_program_of_a_small_fa
 def test_the_declared_extent_is_needed() -> None:
     """With V1's key outside x's extent (data the declaration forbids), the rewritten
     gradient differs from the original: the sizes are what make the rewrite sound."""
-    e, _ = typecheck(parse_expr("gradient (sum(<i, a> in V1) x(i) * a) x"), SIZED_CTX)
+    e = expand(typecheck(parse_expr("gradient (sum(<i, a> in V1) x(i) * a) x"), SIZED_CTX)[0],
+               SIZED_CTX)
     result = iterated_key_lookup(e, SIZED_CTX)
     assert result.fired["iterated-key-lookup (declared-extent)"] == 1
     env: dict[str, Value] = {"x": dense([Fraction(1), Fraction(2)]), "V1": {5: Fraction(3)}}

@@ -33,13 +33,13 @@ from properties.generators import (
     sized_programs,
 )
 from properties.test_rules import rewrite_sites
-from sdqlite.ast import Expr, IntConst, Let, Lookup, Single, Sum, Var
-from sdqlite.fad import is_discrete
-from sdqlite.gradient import gradient
-from sdqlite.parser import parse_expr
-from sdqlite.pipeline import Limits, pipeline
-from sdqlite.storage import formats_for, layout, resolve
-from sdqlite.typecheck import typecheck
+from sdqlite.ad.gradient import checked, gradient
+from sdqlite.check.typecheck import typecheck
+from sdqlite.opt.pipeline import Limits, pipeline
+from sdqlite.storage.formats import formats_for, layout, resolve
+from sdqlite.syntax.ast import Expr, IntConst, Let, Lookup, Single, Sum, Var
+from sdqlite.syntax.parser import parse_expr
+from sdqlite.syntax.types import is_discrete
 from semantics.interp import evaluate
 from semantics.oracle import evaluate_generic
 from semantics.values import FRACTION, Value, dense, values_equal
@@ -88,7 +88,7 @@ def test_every_stage_keeps_the_meaning(site: tuple[Generated, Expr], data: st.Da
     {"x": dense([Fraction(0)]), "V1": {0: Fraction(1)}, "M": {}, "s'": Fraction(1),
      "X2": dense([])})
 # Shrunk: the post-differentiation saturation extracted a term with an index out of scope
-# (an unused let's right side merged into the class of zero; see saturation._scoped).
+# (an unused let's right side merged into the class of zero; see sdqlite.opt.analysis.scoped).
 @example((parse_expr("""let t = M(0)(0) + -2.0 in
   sum(<k, v> in {0 -> x}(3) + sum(<k4, v5> in sum(<k6, v7> in (1:3)) {unique(v7) -> k6}) x)
     sum(<k8, v9> in M) v9"""), "x"),
@@ -101,7 +101,7 @@ def test_the_pipeline_keeps_the_gradient_on_inputs_obeying_declared_sizes(
     layers below m and n) and ρ obeying them, differentiated w.r.t. x or X2: there,
     lookups within the extents apply."""
     e, wrt = case
-    e = typecheck(e, SIZED_CTX)[0]
+    e = checked(e, SIZED_CTX)[0]
     grad, t = typecheck(gradient(e, wrt, SIZED_CTX), SIZED_CTX)
     want = evaluate_generic(grad, SIZED_CTX, t, env)
     stages = pipeline(e, SIZED_CTX, wrt, LIMITS)

@@ -19,10 +19,10 @@ from properties.generators import (
     programs,
     values,
 )
-from sdqlite.ast import Add, ArrayLit, Expr, IntConst, Mul, RealConst, Single, SubArray, Var
-from sdqlite.parser import parse_expr
-from sdqlite.printer import show
-from sdqlite.types import BOOL, INT, REAL, DictT, Type
+from sdqlite.syntax.ast import Add, ArrayLit, Expr, IntConst, Mul, RealConst, Single, SubArray, Var
+from sdqlite.syntax.parser import parse_expr
+from sdqlite.syntax.printer import show
+from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type
 from semantics.display import read_value, show_value, value_to_expr
 from semantics.values import Value, dense, values_equal
 

@@ -40,7 +40,11 @@ from properties.generators import (
     guard_shapes,
     programs,
 )
-from sdqlite.ast import (
+from sdqlite.ad.gradient import checked, gradient
+from sdqlite.check.typecheck import Ctx, synth, typecheck
+from sdqlite.errors import SDQLiteError
+from sdqlite.opt.rules import NORMALIZATION, RULES, RULES_BY_NAME, SPARSITY, Rule, family
+from sdqlite.syntax.ast import (
     Add,
     BoolConst,
     Empty,
@@ -57,15 +61,10 @@ from sdqlite.ast import (
     children,
     map_children,
 )
-from sdqlite.errors import SDQLiteError
-from sdqlite.fad import is_discrete
-from sdqlite.gradient import gradient
-from sdqlite.names import NameSupply, names_in
-from sdqlite.parser import parse_expr
-from sdqlite.printer import show
-from sdqlite.rules import NORMALIZATION, RULES, RULES_BY_NAME, SPARSITY, Rule, family
-from sdqlite.typecheck import Ctx, synth, typecheck
-from sdqlite.types import BOOL, INT, REAL, DictT, Type
+from sdqlite.syntax.names import NameSupply, names_in
+from sdqlite.syntax.parser import parse_expr
+from sdqlite.syntax.printer import show
+from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, is_discrete
 from semantics.display import read_value
 from semantics.interp import evaluate
 from semantics.values import FRACTION, is_zero, values_equal
@@ -95,10 +94,10 @@ def rewrite_sites(draw: Draw) -> tuple[Generated, Expr]:
     programs are shaped around a guarded rule's left side (``guard_shapes``)."""
     if draw(st.integers(0, 3)) == 0:
         shaped = draw(guard_shapes())
-        return shaped, typecheck(shaped.expr, shaped.ctx)[0]
+        return shaped, checked(shaped.expr, shaped.ctx)[0]
     lang = draw(st.sampled_from([LOGICAL, PHYSICAL]))
     g = draw(programs(lang=lang))
-    elab, _ = typecheck(g.expr, g.ctx)
+    elab, _ = checked(g.expr, g.ctx)
     real_inputs = sorted(x for x, t in g.ctx.items() if not is_discrete(t))
     if lang is LOGICAL and real_inputs and draw(st.booleans()):
         x = draw(st.sampled_from(real_inputs))
@@ -243,7 +242,7 @@ def cut_patterns(draw: Draw) -> tuple[Generated, Expr, dict[str, Expr]]:
                 return Let(inner[x], go(rhs, renamed), go(body, inner))
         return map_children(e, lambda c: go(c, renamed))
 
-    elab, t = typecheck(g.expr, g.ctx)  # gradient expanded
+    elab, t = checked(g.expr, g.ctx)  # gradient expanded
     pattern = go(elab, {})
     return Generated(g.ctx, elab, t), pattern, {name: e for e, name in cut.items()}
 
@@ -304,7 +303,7 @@ def test_the_matcher_is_complete_and_sound(cut: tuple[Generated, Expr, dict[str,
     assert {x: show(e) for x, e in m.exprs.items()} == {
         x: show(e) for x, e in replaced.items()}
     assert show(rule.apply(m, names)) == show(elab)
-    other_elab, _ = typecheck(other.expr, other.ctx)
+    other_elab, _ = checked(other.expr, other.ctx)
     near = _another_constant(elab)  # the program with one constant changed
     for e, ctx in ((other_elab, other.ctx), (near, g.ctx)):
         m2 = rule.match(e, ctx, check=False)

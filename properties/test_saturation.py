@@ -1,7 +1,7 @@
-"""Equality saturation with the SDQLite rules (``sdqlite.saturation``) is sound.
+"""Equality saturation with the SDQLite rules (``sdqlite.opt.saturation``) is sound.
 
 * de Bruijn encoding is faithful: ⟦decode(encode(e))⟧ρ = ⟦e⟧ρ, and the round trip is
-  α-equivalent to e (binders renamed); ``shift``, ``substitute`` and ``_alias`` on
+  α-equivalent to e (binders renamed); ``shift``, ``substitute`` and ``alias`` on
   indices mean, read through ``decode``, inserting unused names, the named substitution
   and renaming one free name to another.
 * Each unary operation keeps its source location through the encoding: after
@@ -12,7 +12,7 @@
   extraction: ``optimize(e)`` has e's type and e's value on generated ρ, and its fresh
   binders hide no input — for generated programs of both fragments and differentiated
   ones; extraction never returns a program costlier than its input under the cost model.
-* Scoping (``saturation._scoped``): after saturation with every rule, each class's typed
+* Scoping (``sdqlite.opt.analysis.scoped``): after saturation with every rule, each class's typed
   free de Bruijn indices are those of each of its nodes — no union merged classes of
   different scopes — and the root's are none, so every extracted program is closed;
   and each class has a type, that of each of its nodes (no union merged two types).
@@ -70,8 +70,43 @@ from properties.generators import (
     guard_shapes,
 )
 from properties.test_rules import assert_same_meaning, places, rewrite_sites
-from sdqlite import saturation
-from sdqlite.ast import (
+from sdqlite.ad.gradient import checked, expand, gradient
+from sdqlite.check.typecheck import Ctx, synth, typecheck
+from sdqlite.errors import SDQLiteError, Span
+from sdqlite.opt import analysis, storel
+from sdqlite.opt.analysis import (
+    Info,
+    SDQLiteAnalysis,
+    in_scope,
+    is_keep,
+    keep,
+    new_egraph,
+    without_keep,
+)
+from sdqlite.opt.cost import cost_model
+from sdqlite.opt.debruijn import alias, decode, encode, shift, substitute
+from sdqlite.opt.egraph import (
+    ClassId,
+    CostFn,
+    EGraph,
+    ENode,
+    Extractor,
+    PNode,
+    Rewrite,
+    Term,
+    ematch,
+    extract,
+    run,
+)
+from sdqlite.opt.saturation import Limits, optimize
+from sdqlite.opt.storel import (
+    BINARY,
+    SATURATION_RULES,
+    _has_dense,
+    _representative,
+    strict,
+)
+from sdqlite.syntax.ast import (
     Add,
     BoolConst,
     Empty,
@@ -91,49 +126,11 @@ from sdqlite.ast import (
     children,
     subterms,
 )
-from sdqlite.egraph import (
-    ClassId,
-    CostFn,
-    EGraph,
-    ENode,
-    Extractor,
-    PNode,
-    Rewrite,
-    Term,
-    ematch,
-    extract,
-    run,
-)
-from sdqlite.errors import SDQLiteError, Span
-from sdqlite.gradient import gradient
-from sdqlite.names import NameSupply, alpha_normal, names_in
-from sdqlite.names import substitute as substitute_named
-from sdqlite.parser import parse_expr
-from sdqlite.printer import show
-from sdqlite.saturation import (
-    BINARY,
-    SATURATION_RULES,
-    Info,
-    Limits,
-    SDQLiteAnalysis,
-    _alias,
-    _has_dense,
-    _representative,
-    cost_model,
-    decode,
-    encode,
-    in_scope,
-    is_keep,
-    keep,
-    new_egraph,
-    optimize,
-    shift,
-    strict,
-    substitute,
-    without_keep,
-)
-from sdqlite.typecheck import Ctx, synth, typecheck
-from sdqlite.types import INT, REAL, DictT, Type, tensor
+from sdqlite.syntax.names import NameSupply, alpha_normal, names_in
+from sdqlite.syntax.names import substitute as substitute_named
+from sdqlite.syntax.parser import parse_expr
+from sdqlite.syntax.printer import show
+from sdqlite.syntax.types import INT, REAL, DictT, Type, tensor
 from semantics.display import read_value
 from semantics.interp import evaluate
 from semantics.values import FRACTION, dense, is_zero
@@ -254,7 +251,7 @@ def test_shift_substitute_and_alias_mean_what_they_say(site: Site, data: st.Data
     """On every subterm t of an encoded program, read with free index i naming the
     scope's i-th name from the end (``decode``): ``shift(t, d, c)`` reads as t with d
     unused names inserted at c (and shifting back by d undoes it); ``substitute(t, 0, u)``
-    as the named substitution of u for index 0's name; ``_alias(t, f, o)`` as t with
+    as the named substitution of u for index 0's name; ``alias(t, f, o)`` as t with
     index f's name replaced by index o's."""
     g, elab = site
     whole = encode(elab, g.ctx)
@@ -271,7 +268,7 @@ def test_shift_substitute_and_alias_mean_what_they_say(site: Site, data: st.Data
         assert _read(substitute(t, 0, u), scope[:-1]) == alpha_normal(named)
         f, o = data.draw(st.integers(0, 3)), data.draw(st.integers(0, 3))
         renamed = tuple(scope[n - 1 - o] if i == n - 1 - f else x for i, x in enumerate(scope))
-        assert _read(_alias(t, f, o), scope) == _read(t, renamed)
+        assert _read(alias(t, f, o), scope) == _read(t, renamed)
 
 
 def _storel_cost(e: Expr, ctx: Ctx) -> float:
@@ -383,7 +380,7 @@ def test_strict_knows_its_productions(e: Expr, data: st.DataObject) -> None:
     is lost: vertical fusion fires wherever it is meant to), and these terms are zero
     at x = 0 (the productions are right)."""
     ctx = dict(SHAPE_CTX)
-    elab, _ = typecheck(e, {**ctx, "x": REAL})
+    elab, _ = checked(e, {**ctx, "x": REAL})
     assert strict(encode(elab, ctx, (("x", REAL),)), 0), show(elab)
     env = {**data.draw(environments(ctx, exact=True)), "x": Fraction(0)}
     assert is_zero(evaluate(elab, env, FRACTION))
@@ -420,7 +417,7 @@ def test_each_rule_alone_is_sound(site: Site, rule: str, data: st.DataObject) ->
 @given(guard_shapes(), st.sampled_from(sorted(SATURATION_RULES)), st.data())
 def test_each_rule_alone_is_sound_on_the_shapes_of_its_guards(
         g: Generated, rule: str, data: st.DataObject) -> None:
-    site = (g, typecheck(g.expr, g.ctx)[0])
+    site = (g, checked(g.expr, g.ctx)[0])
     result = optimize(site[1], g.ctx, rules=[rule], **LIMITS)  # type: ignore[arg-type]
     assert_same_meaning(site, result.program, data)
 
@@ -428,7 +425,7 @@ def test_each_rule_alone_is_sound_on_the_shapes_of_its_guards(
 @given(guard_shapes(), st.data())
 def test_saturation_is_sound_on_the_shapes_of_the_guards(g: Generated,
                                                          data: st.DataObject) -> None:
-    site = (g, typecheck(g.expr, g.ctx)[0])
+    site = (g, checked(g.expr, g.ctx)[0])
     assert_same_meaning(site, optimize(site[1], g.ctx, **LIMITS).program,  # type: ignore[arg-type]
                         data)
 
@@ -457,7 +454,7 @@ def test_optimized_binders_hide_no_input_even_one_the_program_does_not_read() ->
 
 
 @given(st.one_of(rewrite_sites(), guard_shapes().map(
-    lambda g: (g, typecheck(g.expr, g.ctx)[0]))), st.data())
+    lambda g: (g, checked(g.expr, g.ctx)[0]))), st.data())
 def test_every_program_in_the_root_class_is_sound(site: Site, data: st.DataObject) -> None:
     """Not only the cheapest: the program extracted under a random cost model (a random
     weight per operator), one of the many the root class holds, has the input's meaning;
@@ -477,7 +474,7 @@ def test_every_program_in_the_root_class_is_sound(site: Site, data: st.DataObjec
 
 
 @given(st.one_of(rewrite_sites(), guard_shapes().map(
-    lambda g: (g, typecheck(g.expr, g.ctx)[0]))), st.data())
+    lambda g: (g, checked(g.expr, g.ctx)[0]))), st.data())
 def test_each_rule_alone_is_sound_where_its_result_is_taken(site: Site,
                                                              data: st.DataObject) -> None:
     """A rule's result is sound where extraction takes it, not only where it is cheapest:
@@ -503,7 +500,7 @@ def test_each_rule_alone_is_sound_where_its_result_is_taken(site: Site,
 
 
 @given(st.one_of(rewrite_sites(), guard_shapes().map(
-    lambda g: (g, typecheck(g.expr, g.ctx)[0]))))
+    lambda g: (g, checked(g.expr, g.ctx)[0]))))
 def test_no_rewrite_needs_indices_its_match_does_not_have(site: Site) -> None:
     """A rule's result mentions only free indices its match mentions (a rewrite cannot
     make a term depend on a binder it did not depend on): ``in_scope`` never has to
@@ -520,7 +517,7 @@ def test_no_rewrite_needs_indices_its_match_does_not_have(site: Site) -> None:
             refused.append((free, eg.data(new).free))
         return out
 
-    with patch.object(saturation, "in_scope", checked):
+    with patch.object(analysis, "in_scope", checked), patch.object(storel, "in_scope", checked):
         run(g, [rw for _, rw in SATURATION_RULES.values()], **LIMITS)  # type: ignore[arg-type]
     assert not refused
 
@@ -541,9 +538,9 @@ _SCOPE_PROGRAM = """let t = M(0)(0) + -2.0 in
 #    them seen through a keep node and so needing fewer indices, before putting them in
 #    the matched scope.
 _FLOAT_CTX: dict[str, Type] = {"x": REAL, "V1": tensor(2)}
-_FLOAT_PROGRAM = typecheck(gradient(typecheck(parse_expr(
-    "gradient (sum(<k1, v2> in V1) sum(<k3, v4> in v2) v4) x"), _FLOAT_CTX)[0], "V1",
-    _FLOAT_CTX), _FLOAT_CTX)[0]
+_FLOAT_PROGRAM = typecheck(gradient(expand(typecheck(parse_expr(
+    "gradient (sum(<k1, v2> in V1) sum(<k3, v4> in v2) v4) x"), _FLOAT_CTX)[0], _FLOAT_CTX),
+    "V1", _FLOAT_CTX), _FLOAT_CTX)[0]
 _FLOAT_PROGRAM_2 = typecheck(parse_expr(
     "-1.0 * sin(sum(<_, v> in zero[{int -> real}]) 1.5) * sum(<k1, v1> in zero[{int -> real}])"
     " let k2 = 0.0 in let v2 = zero[{int -> real}](k1) in 0.0"), {"x": REAL})[0]
@@ -602,9 +599,9 @@ def test_the_appliers_of_a_generation_share_one_extraction_table(site: Site) -> 
             built.append(self)
 
     _representative(g, g.class_ids()[0])  # the generation's table, made or kept
-    table = saturation._EXTRACTORS[g][1]
+    table = storel._EXTRACTORS[g][1]
     known = [c for c in g.class_ids() if c in table]
-    with patch.object(saturation, "Extractor", Counted):
+    with patch.object(storel, "Extractor", Counted):
         for cid in known + known:
             _representative(g, cid)
     assert not built, len(built)

@@ -35,7 +35,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from properties.generators import DENSE_INT, DENSE_REAL, SPARSE1, SPARSE2, values
-from sdqlite.types import INT, REAL, DictT, Type, otimes, scalar_of
+from sdqlite.syntax.types import INT, REAL, DictT, Type, otimes, scalar_of
 from semantics.values import (
     FRACTION,
     Accumulator,

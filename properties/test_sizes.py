@@ -1,4 +1,4 @@
-"""The sizes of a result's layers bound its keys (``sdqlite/sizes.py``).
+"""The sizes of a result's layers bound its keys (``sdqlite/check/sizes.py``).
 
 For generated programs Γ ⊢ e : T over inputs with declared sizes (a dense x of size n, a
 dense m×n X2, V1's keys and M's columns below n, M's rows below m) and data ρ obeying
@@ -20,11 +20,11 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from properties.generators import SIZED_CTX, sized_environments, sized_programs
-from sdqlite.ast import Add, Expr, IntConst, Lookup, Mul, RealConst, Single, Sum, Var
-from sdqlite.gradient import gradient
-from sdqlite.parser import parse_expr
-from sdqlite.sizes import NO_KEYS, declared, result_sizes
-from sdqlite.typecheck import typecheck
+from sdqlite.ad.gradient import gradient
+from sdqlite.check.sizes import NO_KEYS, declared, result_sizes
+from sdqlite.check.typecheck import typecheck
+from sdqlite.syntax.ast import Add, Expr, IntConst, Lookup, Mul, RealConst, Single, Sum, Var
+from sdqlite.syntax.parser import parse_expr
 from semantics.extents import check_extents, facts, size_bounds
 from semantics.interp import evaluate
 from semantics.values import DenseArray, Value, dense

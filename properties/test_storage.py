@@ -1,5 +1,5 @@
 """Storage formats denote the values they store, and storage composition keeps meaning
-(§5.3, Fig. fig:storage_spec; ``sdqlite/storage.py``).
+(§5.3, Fig. fig:storage_spec; ``sdqlite/storage/formats.py``).
 
 1. For every format F of the table and every value v of the logical type F stores
    (any sizes at least the data's), the interpreter evaluates F's definition, on the flat
@@ -21,9 +21,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from properties.generators import Generated, coo, environments, flat_values, programs
+from sdqlite.ad.gradient import checked
+from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import DataError
-from sdqlite.storage import FORMATS, TENSOR3, Format, compose, formats_for, layout, resolve
-from sdqlite.typecheck import typecheck
+from sdqlite.storage.compose import compose
+from sdqlite.storage.formats import FORMATS, TENSOR3, Format, formats_for, layout, resolve
 from semantics.interp import evaluate
 from semantics.values import Value, values_equal
 
@@ -88,7 +90,7 @@ def composed_cases(draw: st.DrawFn) -> tuple[Generated, dict[str, Value], dict[s
 def test_composition_keeps_meaning(case: tuple[Generated, dict[str, Value], dict[str, str]]
                                    ) -> None:
     g, env, names = case
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     formats = {x: resolve(f, g.ctx[x]) for x, f in names.items()}
     c = compose(elab, g.ctx, formats)
     elab2, t2 = typecheck(c.program, c.ctx)

@@ -1,4 +1,4 @@
-"""The derived forms mean their definitions (``sdqlite/sugar.py``; Figs. fig:langs and
+"""The derived forms mean their definitions (``sdqlite/syntax/sugar.py``; Figs. fig:langs and
 fig:api).
 
 1. ``{k1 -> v1, ..., kn -> vn}`` ≜ ``{k1 -> v1} + ... + {kn -> vn}``: its value is the sum
@@ -26,12 +26,12 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from properties.generators import values
-from sdqlite import sugar
-from sdqlite.ast import Add, Expr, IntConst, Let, Mul, RealConst, Single, Sum, Var
+from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import ParseError
-from sdqlite.names import NameSupply
-from sdqlite.typecheck import typecheck
-from sdqlite.types import BOOL, INT, REAL, DictT, RealT, Type
+from sdqlite.syntax import sugar
+from sdqlite.syntax.ast import Add, Expr, IntConst, Let, Mul, RealConst, Single, Sum, Var
+from sdqlite.syntax.names import NameSupply
+from sdqlite.syntax.types import BOOL, INT, REAL, DictT, RealT, Type
 from semantics import values as V
 from semantics.interp import evaluate
 from semantics.values import FRACTION, DenseArray, Value

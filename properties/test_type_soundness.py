@@ -18,9 +18,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from properties.generators import INPUT_TYPES, Generated, programs, programs_with_env, values
-from sdqlite.ast import IntConst, Mul, Range, SubArray
-from sdqlite.typecheck import typecheck
-from sdqlite.types import BOOL, INT, REAL, DictT, Type
+from sdqlite.ad.gradient import checked
+from sdqlite.check.typecheck import typecheck
+from sdqlite.syntax.ast import IntConst, Mul, Range, SubArray
+from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type
 from semantics.interp import evaluate
 from semantics.values import (
     FLOAT,
@@ -61,7 +62,7 @@ IN_FIELD = {"float": lambda r: isinstance(r, float),
 
 def _sound(case: Case, field: Field) -> None:
     g, env = case
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     value = evaluate(elab, env, field)
     assert has_type(value, t), (value, t)
     assert all(IN_FIELD[field.name](r) for r in _reals(value)), (value, field.name)
@@ -87,7 +88,7 @@ def test_soundness_over_sympy(case: Case) -> None:
 @given(programs())
 def test_elaboration_is_idempotent(g: Generated) -> None:
     """Checking an elaborated program again changes nothing (and keeps its type)."""
-    elab, t = typecheck(g.expr, g.ctx)
+    elab, t = checked(g.expr, g.ctx)
     again, t2 = typecheck(elab, g.ctx)
     assert again == elab and t2 == t
 

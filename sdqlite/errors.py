@@ -42,6 +42,16 @@ class SDQLTypeError(SDQLiteError):
     """A program that the bidirectional checker rejects."""
 
 
+class DiffError(SDQLiteError):
+    """A program outside what AD takes: ``gradient`` by a discrete input or a name that is
+    not an input, τ not a real tensor type, a ``gradient`` not expanded yet."""
+
+
+#: what the stages after AD say of a ``gradient`` node (the checker keeps it)
+NOT_EXPANDED = ("gradient e x is used through its expansion: call sdqlite.ad.gradient.expand "
+                "on the checked program first")
+
+
 class EvalError(SDQLiteError):
     """A failure while evaluating a well-typed program (e.g. ``log(-1.0)``)."""
 

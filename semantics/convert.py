@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse
 
 from sdqlite.errors import DataError
-from sdqlite.types import INT, REAL, DictT, Type
+from sdqlite.syntax.types import INT, REAL, DictT, Type
 from semantics.datafiles import read_data, sparse_declared
 from semantics.values import DenseArray, Value, dense, single
 

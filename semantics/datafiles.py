@@ -1,7 +1,7 @@
 """Data files, read and validated in one place for both backends.
 
 ``read_data`` serves the interpreter (``semantics.convert.load``, which makes a value of
-what it returns) and the compiled backend (``sdqlite.session.read_raw_input``, which
+what it returns) and the compiled backend (``sdqlite.ui.session.read_raw_input``, which
 passes it on as it is): a numpy array (float64 or int64, finite) or a canonical
 ``scipy.sparse`` array of float64 (duplicates added up, no zeros stored).
 
@@ -43,7 +43,7 @@ import scipy.sparse
 
 from sdqlite.errors import DataError
 from sdqlite.paths import path_kind, require_file
-from sdqlite.types import REAL, DictT, Type, scalar_of
+from sdqlite.syntax.types import REAL, DictT, Type, scalar_of
 
 SUFFIXES = (".npy", ".mtx", ".npz")
 NPY_MAGIC, ZIP_MAGIC = b"\x93NUMPY", b"PK\x03\x04"

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from sdqlite.ast import ArrayLit, BoolConst, Empty, Expr, IntConst, RealConst, SubArray
 from sdqlite.errors import DataError
-from sdqlite.parser import parse_expr
-from sdqlite.printer import real_text, show
-from sdqlite.sugar import dict_literal
-from sdqlite.types import Type
+from sdqlite.syntax.ast import ArrayLit, BoolConst, Empty, Expr, IntConst, RealConst, SubArray
+from sdqlite.syntax.parser import parse_expr
+from sdqlite.syntax.printer import real_text, show
+from sdqlite.syntax.sugar import dict_literal
+from sdqlite.syntax.types import Type
 from semantics.values import FLOAT, DenseArray, Field, Value, is_sympy, zero_like
 
 
@@ -86,7 +86,7 @@ def _has_sympy(v: Value) -> bool:
 
 def read_value(text: str, want: Type | None = None, field: Field = FLOAT) -> tuple[Value, Type]:
     """Read a closed expression (such as a printed value) and evaluate it."""
-    from sdqlite.typecheck import check, synth
+    from sdqlite.check.typecheck import check, synth
     from semantics.interp import evaluate
 
     e = parse_expr(text)

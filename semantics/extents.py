@@ -1,4 +1,4 @@
-"""Declared extents checked against data (see ``sdqlite.types``).
+"""Declared extents checked against data (see ``sdqlite.syntax.types``).
 
 A size name denotes one number for all inputs of a program.  A dense layer
 ``{dense_int[n] -> D}`` fixes it: the array holds exactly the positions ``0 .. n-1``.
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from sdqlite.errors import DataError, Span
-from sdqlite.types import DictT, Type
+from sdqlite.syntax.types import DictT, Type
 from semantics.values import DenseArray, Value
 
 

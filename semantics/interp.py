@@ -15,7 +15,8 @@ from typing import assert_never
 
 from immutables import Map
 
-from sdqlite.ast import (
+from sdqlite.errors import NOT_EXPANDED, EvalError, Span
+from sdqlite.syntax.ast import (
     Add,
     ArrayLit,
     BoolConst,
@@ -38,9 +39,8 @@ from sdqlite.ast import (
     UnOp,
     Var,
 )
-from sdqlite.errors import EvalError, Span
-from sdqlite.ops import UNARY_OPS
-from sdqlite.types import Type
+from sdqlite.syntax.ops import UNARY_OPS
+from sdqlite.syntax.types import Type
 from semantics import values as V
 from semantics.values import FLOAT, Field, Value
 
@@ -51,7 +51,7 @@ MAX_DENSE = 10_000_000  # the largest range or sub-array the reference interpret
 def _ty(t: Type | None, e: Expr) -> Type:
     if t is None:
         raise EvalError("internal: the program was not elaborated by the type checker "
-                        "(call sdqlite.typecheck first)", e.span)
+                        "(call sdqlite.check.typecheck first)", e.span)
     return t
 
 
@@ -144,8 +144,8 @@ def _eval(e: Expr, env: Map[str, Value], field: Field) -> Value:
             return _eval(a, env, field)
         case ArrayLit(elems):
             return V.dense([_eval(x, env, field) for x in elems])
-        case Gradient():
-            return _ty(None, e)  # the checker expands gradient: not elaborated
+        case Gradient():  # an AD step after checking expands it (Fig. fig:api)
+            raise EvalError(NOT_EXPANDED, e.span)
         case _:
             assert_never(e)
 

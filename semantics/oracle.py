@@ -26,8 +26,8 @@ from typing import Any
 
 import sympy
 
-from sdqlite.ast import Expr
-from sdqlite.types import DictT, RealT, Type, scalar_of
+from sdqlite.syntax.ast import Expr
+from sdqlite.syntax.types import DictT, RealT, Type, scalar_of
 from semantics.interp import evaluate
 from semantics.values import FLOAT, DenseArray, Value, add, dense, single, sympy_field
 

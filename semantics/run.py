@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sdqlite.ast import Expr, free_vars
+from sdqlite.ad.gradient import expand
+from sdqlite.check.typecheck import Ctx, typecheck
 from sdqlite.errors import DataError, SDQLTypeError
-from sdqlite.parser import Program
-from sdqlite.typecheck import Ctx, typecheck
-from sdqlite.types import Type
+from sdqlite.storage.formats import declared_formats
+from sdqlite.syntax.ast import Expr, free_vars
+from sdqlite.syntax.parser import Program
+from sdqlite.syntax.types import Type
 from semantics.extents import check_extents
 from semantics.interp import evaluate
 from semantics.values import FLOAT, Field, Value, data_mismatch, has_type, type_of
@@ -57,10 +59,14 @@ class Result:
 
 
 def check_program(program: Program, ctx: Ctx) -> tuple[Expr, Type]:
+    """The program checked in ``ctx`` (its declared formats too), its ``gradient``s then
+    expanded (an AD step after checking): what the interpreter and the pipeline take."""
     if program.expr is None:
         raise SDQLTypeError("the program has no expression to evaluate"
                             + (" (only input declarations)" if program.decls else ""))
-    return typecheck(program.expr, ctx)
+    declared_formats(program)
+    elab, t = typecheck(program.expr, ctx)
+    return expand(elab, ctx), t
 
 
 def run(program: Program, inputs: Mapping[str, Input], field: Field = FLOAT) -> Result:

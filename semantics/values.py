@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, assert_never
 
-from sdqlite.types import BoolT, DictT, IntT, RealT, Type
+from sdqlite.syntax.types import BoolT, DictT, IntT, RealT, Type
 
 
 @dataclass(frozen=True, slots=True)

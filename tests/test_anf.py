@@ -1,8 +1,8 @@
 """ANF on the paper's Example 1 (§2.1): the unrolled dot product."""
 
 from sdqlite import parse_expr, show, typecheck
-from sdqlite.anf import anf
-from sdqlite.types import REAL
+from sdqlite.ad.anf import anf
+from sdqlite.syntax.types import REAL
 
 
 def test_example_1_unrolled_dot_product() -> None:

@@ -7,7 +7,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from sdqlite.cli import main
+from sdqlite.ui.cli import main
 
 DOT = "V1 : {int -> real}\nV2 : {int -> real}\nsum(<i, a> in V1) a * V2(i)\n"
 
@@ -121,7 +121,7 @@ def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[s
 
 
 def test_repl_help_lists_the_repl_commands(capsys: pytest.CaptureFixture[str]) -> None:
-    from sdqlite.session import HELP
+    from sdqlite.ui.session import HELP
 
     with pytest.raises(SystemExit):
         main(["repl", "--help"])

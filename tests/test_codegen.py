@@ -17,11 +17,11 @@ import scipy.sparse as sp
 import sdqlite
 from codegen.build import build
 from codegen.emit import translation_unit
-from sdqlite.cli import main
+from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import BuildError, CodegenError, DataError, EvalError, SDQLTypeError
-from sdqlite.parser import parse_program
-from sdqlite.session import Session
-from sdqlite.typecheck import typecheck
+from sdqlite.syntax.parser import parse_program
+from sdqlite.ui.cli import main
+from sdqlite.ui.session import Session
 from semantics.interp import evaluate
 from semantics.run import Input, run
 

@@ -8,7 +8,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from sdqlite.errors import DataError
-from sdqlite.types import INT, REAL, DictT
+from sdqlite.syntax.types import INT, REAL, DictT
 from semantics.convert import from_numpy, from_scipy, load, to_numpy, to_scipy
 from semantics.values import dense, has_type
 

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sdqlite.cli import main
 from sdqlite.errors import DataError
-from sdqlite.parser import parse_type
-from sdqlite.session import Session
+from sdqlite.syntax.parser import parse_type
+from sdqlite.ui.cli import main
+from sdqlite.ui.session import Session
 from semantics.display import read_value
 from semantics.values import Value, dense
 

@@ -7,12 +7,15 @@ from pathlib import Path
 import pytest
 
 from sdqlite import parse_expr, show, typecheck
-from sdqlite.cli import main
-from sdqlite.errors import SDQLTypeError
-from sdqlite.fad import fad
-from sdqlite.gradient import jvp
-from sdqlite.session import Session
-from sdqlite.types import REAL, DictT, tensor
+from sdqlite.ad.anf import anf
+from sdqlite.ad.fad import fad
+from sdqlite.ad.gradient import expand, jvp
+from sdqlite.errors import DiffError, EvalError, SDQLTypeError
+from sdqlite.opt.saturation import optimize
+from sdqlite.syntax.ast import Gradient
+from sdqlite.syntax.types import REAL, DictT, tensor
+from sdqlite.ui.cli import main
+from sdqlite.ui.session import Session
 from semantics.interp import evaluate
 from semantics.oracle import jacobian
 from semantics.values import FRACTION
@@ -32,7 +35,7 @@ def test_tangent_names_do_not_capture_primed_user_names() -> None:
 
 def test_gradient_with_primed_inputs() -> None:
     ctx = {"V": tensor(1), "V'": tensor(1)}
-    e, _ = typecheck(parse_expr("gradient (sum(<i, a> in V) a * V'(i)) V"), ctx)
+    e = expand(typecheck(parse_expr("gradient (sum(<i, a> in V) a * V'(i)) V"), ctx)[0], ctx)
     env = {"V": {0: Fraction(2), 1: Fraction(3)}, "V'": {0: Fraction(5)}}
     assert evaluate(e, env, FRACTION) == {0: Fraction(5)}
 
@@ -105,11 +108,30 @@ def test_coverage_follows_the_variable_type() -> None:
     w = {1: Fraction(5), 2: Fraction(2)}
     program = "gradient (sum(<i, a> in x) a * w(i)) x"
     sparse_ctx = {"x": tensor(1), "w": tensor(1)}
-    e, _ = typecheck(parse_expr(program), sparse_ctx)
+    e = expand(typecheck(parse_expr(program), sparse_ctx)[0], sparse_ctx)
     assert evaluate(e, {"x": {0: Fraction(1), 2: Fraction(3)}, "w": w}, FRACTION) == {
         2: Fraction(2)}  # x has no entry 1: masked
     dense_ctx = {"x": DictT(REAL, dense=True), "w": tensor(1)}
     e, t = typecheck(parse_expr(program), dense_ctx)
     assert t == tensor(1)
+    e = expand(e, dense_ctx)
     got = evaluate(e, {"x": dense([Fraction(1), Fraction(0), Fraction(3)]), "w": w}, FRACTION)
     assert got == {1: Fraction(5), 2: Fraction(2)}  # position 1 holds 0 and is covered
+
+
+def test_the_checker_types_gradient_without_expanding_it() -> None:
+    """The checker gives ``gradient e x`` its type ``T ⊗ τ`` from the types alone and keeps
+    the node (it does not call into AD); the interpreter refuses the node with a located
+    error that says what to call, and ``expand`` gives the program it evaluates."""
+    ctx = {"V": tensor(1)}
+    e, t = typecheck(parse_expr("gradient (sum(<i, a> in V) a * a) V"), ctx)
+    assert isinstance(e, Gradient) and t == DictT(REAL)
+    env = {"V": {0: Fraction(3), 4: Fraction(1)}}
+    with pytest.raises(EvalError, match=r"sdqlite\.ad\.gradient\.expand") as err:
+        evaluate(e, env, FRACTION)
+    assert err.value.span == e.span
+    # AD's own stages and the optimizer's encoding say so too
+    for stage in (lambda: anf(e), lambda: fad(e, ctx), lambda: optimize(e, ctx)):
+        with pytest.raises(DiffError, match=r"sdqlite\.ad\.gradient\.expand"):
+            stage()
+    assert evaluate(expand(e, ctx), env, FRACTION) == {0: Fraction(6), 4: Fraction(2)}

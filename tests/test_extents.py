@@ -10,11 +10,11 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from sdqlite.cli import main
+from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import DataError, ParseError
-from sdqlite.parser import parse_program, parse_type
-from sdqlite.typecheck import typecheck
-from sdqlite.types import REAL, DictT, erase
+from sdqlite.syntax.parser import parse_program, parse_type
+from sdqlite.syntax.types import REAL, DictT, erase
+from sdqlite.ui.cli import main
 from semantics.extents import check_extents
 from semantics.values import dense
 
@@ -87,9 +87,9 @@ def test_the_optimized_dense_gradient_is_v2_and_pipes_into_eval(
 def test_the_gradient_wrt_a_dense_matrix_of_a_linear_function_stops_reading_it() -> None:
     """sum A(i,j) * M(i,j) w.r.t. a dense m×n M: the row M(i) is whole because i lies in
     M's extent, so the row's one-hot is rewritten too and the gradient is A."""
-    from sdqlite.names import alpha_normal
-    from sdqlite.parser import parse_expr
-    from sdqlite.pipeline import pipeline
+    from sdqlite.opt.pipeline import pipeline
+    from sdqlite.syntax.names import alpha_normal
+    from sdqlite.syntax.parser import parse_expr
 
     prog = parse_program("M : {dense_int[m] -> {dense_int[n] -> real}}\n"
                          "A : {int[m] -> {int[n] -> real}}\n"
@@ -105,8 +105,8 @@ def test_the_gradient_wrt_a_dense_matrix_of_a_linear_function_stops_reading_it()
 def test_result_sizes_follow_keys_not_shadowed_names() -> None:
     """A sum's value binder hides an outer sum's key of the same name: a singleton keyed
     by it has no size (N's values are any ints), while one keyed by the key has n."""
-    from sdqlite.sizes import result_sizes
-    from sdqlite.types import INT
+    from sdqlite.check.sizes import result_sizes
+    from sdqlite.syntax.types import INT
 
     ctx = {"V1": DictT(REAL, extent="n"), "N": DictT(INT)}
     shadowed = parse_program("sum(<k, v> in V1) sum(<j, k> in N) {k -> v}").expr

@@ -6,7 +6,7 @@ from paper_examples.__main__ import main, run_example
 from paper_examples.catalog import EXAMPLES, Example
 from paper_examples.differentiation import AD_EXAMPLES, ADExample, run_ad_example
 from paper_examples.optimization import OPT_EXAMPLES, OptExample, run_opt_example
-from sdqlite.printer import show
+from sdqlite.syntax.printer import show
 
 
 @pytest.mark.parametrize("ex", EXAMPLES, ids=lambda e: e.name)

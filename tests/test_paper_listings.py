@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from sdqlite.errors import ParseError
-from sdqlite.parser import parse_expr
-from sdqlite.printer import show
+from sdqlite.syntax.parser import parse_expr
+from sdqlite.syntax.printer import show
 
 DATA = Path(__file__).parent / "data" / "paper_listings.sdql"
 LATER: dict[int, str] = {}

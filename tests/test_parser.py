@@ -2,9 +2,9 @@
 first token to the end of its last (keywords and brackets included); a parenthesized
 expression's span leaves out its parentheses, while the node around it covers them."""
 
-from sdqlite.ast import Add, Lookup, Mul, Sum, Var
 from sdqlite.errors import ParseError, Span
-from sdqlite.parser import parse_expr, parse_program
+from sdqlite.syntax.ast import Add, Lookup, Mul, Sum, Var
+from sdqlite.syntax.parser import parse_expr, parse_program
 
 
 def cols(text: str, part: str) -> tuple[int, int]:

@@ -11,7 +11,7 @@ Each fenced block carries a tag, and the tag says how it is checked:
 - ``sdql``: a program or declarations, parsed and type-checked;
 - ``text``: output that cannot be reproduced (timings); not run.
 
-A command ``sdqlite ARGS`` runs in-process through ``sdqlite.cli.main``, the repository
+A command ``sdqlite ARGS`` runs in-process through ``sdqlite.ui.cli.main``, the repository
 as working directory; ``A | B`` feeds A's stdout to B, ``< FILE`` is B's stdin. Commands
 that set up the machine (``make``, ``sudo apt-get``, ``pip``) are not run here: ``make``
 runs this suite, and the others change the system.
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import pytest
 
-from sdqlite.cli import main
-from sdqlite.parser import parse_program
-from sdqlite.repl import BANNER
-from sdqlite.typecheck import typecheck
+from sdqlite.check.typecheck import typecheck
+from sdqlite.syntax.parser import parse_program
+from sdqlite.ui.cli import main
+from sdqlite.ui.repl import BANNER
 
 HERE = Path(__file__).resolve().parent.parent
 README = HERE / "README.md"

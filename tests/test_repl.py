@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from sdqlite.errors import DataError, SDQLTypeError
-from sdqlite.repl import repl
-from sdqlite.session import Session
+from sdqlite.ui.repl import repl
+from sdqlite.ui.session import Session
 
 
 def test_declare_bind_evaluate() -> None:

@@ -5,10 +5,10 @@ from fractions import Fraction
 import pytest
 import sympy
 
+from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import EvalError
-from sdqlite.parser import parse_expr
-from sdqlite.typecheck import typecheck
-from sdqlite.types import REAL, tensor
+from sdqlite.syntax.parser import parse_expr
+from sdqlite.syntax.types import REAL, tensor
 from semantics.interp import evaluate
 from semantics.values import FRACTION, dense, sympy_field, values_equal
 

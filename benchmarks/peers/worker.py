@@ -167,9 +167,9 @@ class Runner:
 def interpreter_thunk(kernel: str, data: dict[str, Any]) -> Thunk:
     """The gradient evaluated by the reference interpreter, inputs converted each call."""
     from benchmarks.interpreter import to_value
-    from sdqlite.gradient import gradient
-    from sdqlite.parser import parse_program
-    from sdqlite.typecheck import typecheck
+    from sdqlite.ad.gradient import gradient
+    from sdqlite.check.typecheck import typecheck
+    from sdqlite.syntax.parser import parse_program
     from semantics.convert import to_numpy, to_scipy
     from semantics.interp import evaluate
 

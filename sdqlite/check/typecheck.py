@@ -5,6 +5,9 @@ return the *elaborated* expression: integer literals checked against ``real`` be
 real constants, ``{}`` and ``[]`` learn their type, and the nodes whose meaning needs a
 zero (``sum``, ``if``, lookup, array literals) are annotated with their type for the
 interpreter.  Errors name the expected and the found type and point at the span.
+
+``gradient e x`` is typed ``T ⊗ τ`` from the types alone and stays in the elaborated
+program; its expansion is an AD step after checking (``sdqlite.ad.gradient.expand``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from typing import TypeVar, assert_never, cast
 
 from immutables import Map
 
-from sdqlite.ast import (
+from sdqlite.errors import SDQLTypeError, Span
+from sdqlite.syntax.ast import (
     Add,
     ArrayLit,
     BoolConst,
@@ -38,9 +42,8 @@ from sdqlite.ast import (
     UnOp,
     Var,
 )
-from sdqlite.errors import SDQLiteError, SDQLTypeError, Span
-from sdqlite.ops import UNARY_OPS
-from sdqlite.types import (
+from sdqlite.syntax.ops import UNARY_OPS
+from sdqlite.syntax.types import (
     BOOL,
     INT,
     REAL,
@@ -48,9 +51,12 @@ from sdqlite.types import (
     RealT,
     Type,
     erase,
+    is_discrete,
     is_semiring,
     otimes,
     scalar_of,
+    sparse,
+    tangent_type,
 )
 
 Ctx = Mapping[str, Type]
@@ -244,15 +250,9 @@ def synth(ctx: Ctx, e: Expr) -> tuple[Expr, Type]:
         case Unique(a):  # Physical, [unique]: the identity
             a2, t = synth(ctx, a)
             return Unique(a2, span=e.span), t
-        case Gradient(body, x):  # Fig. api: expanded here, where the types are known
-            from sdqlite.gradient import gradient
-
-            body2, _ = synth(ctx, body)
-            try:
-                expansion = gradient(body2, x, ctx)
-            except SDQLiteError as err:
-                raise SDQLTypeError(err.message, err.span or e.span) from None
-            return synth(ctx, expansion)
+        case Gradient(body, x):  # Fig. api: T ⊗ τ, from the types alone
+            body2, bt = synth(ctx, body)  # (sdqlite.ad.gradient.expand builds it, after checking)
+            return Gradient(body2, x, span=e.span), tangent_type(bt, wrt_type(ctx, x, e.span))
         case ArrayLit(elems):  # Physical, [array]
             if not elems:
                 if e.ty is not None:  # elaborated where its type was known
@@ -301,6 +301,17 @@ def check(ctx: Ctx, e: Expr, want: Type) -> Expr:
             if got != want:
                 raise SDQLTypeError(f"expected {want}, found {got}", e.span)
             return e2
+
+
+def wrt_type(ctx: Ctx, x: str, span: Span | None = None) -> Type:
+    """τ for ``gradient e x``: the type of ``x`` with its dense layers made sparse."""
+    if x not in ctx:
+        raise SDQLTypeError(f"cannot differentiate with respect to {x}: it is not an input "
+                            f"(inputs: {', '.join(sorted(ctx)) or 'none'})", span)
+    if is_discrete(ctx[x]):
+        raise SDQLTypeError(f"cannot differentiate with respect to {x} : {ctx[x]}: it is "
+                            "discrete", span)
+    return sparse(erase(ctx[x]))
 
 
 def typecheck(e: Expr, ctx: Ctx) -> tuple[Expr, Type]:

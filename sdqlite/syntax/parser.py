@@ -18,9 +18,10 @@ from typing import Any, NamedTuple
 import lark
 from lark import Token
 
-from sdqlite import sugar
-from sdqlite.ast import Add as AddE
-from sdqlite.ast import (
+from sdqlite.errors import ParseError, Span
+from sdqlite.syntax import sugar
+from sdqlite.syntax.ast import Add as AddE
+from sdqlite.syntax.ast import (
     ArrayLit,
     BoolConst,
     Empty,
@@ -41,16 +42,15 @@ from sdqlite.ast import (
     UnOp,
     Var,
 )
-from sdqlite.errors import ParseError, Span
-from sdqlite.names import NameSupply, names_in
-from sdqlite.types import BOOL, INT, REAL, DictT, Type, has_extents, otimes, tensor
+from sdqlite.syntax.names import NameSupply, names_in
+from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, has_extents, otimes, tensor
 
 
 @dataclass(frozen=True)
 class Decl:
     """An input declaration ``name : type`` at the top of a source file, optionally with
     the storage format the compiled backend reads it in (``A : {int -> {int -> real}} @
-    csr``; ``sdqlite.storage``)."""
+    csr``), kept as a name: ``sdqlite.storage.formats.declared_formats`` resolves it."""
 
     name: str
     type: Type
@@ -126,7 +126,7 @@ def _tspan(tok: Token) -> Span:
 
 class _Rules:
     """One method per grammar rule, given the rule's span and its children's values;
-    derived forms go through ``sdqlite.sugar``."""
+    derived forms go through ``sdqlite.syntax.sugar``."""
 
     # program structure
     def program(self, span: Span | None, *items: Any) -> Program:
@@ -137,10 +137,7 @@ class _Rules:
     def decl(self, span: Span | None, name: Token, t: Type, fmt: Token | None = None) -> Decl:
         if fmt is None:
             return Decl(str(name), t, span)
-        from sdqlite.storage import resolve
-
-        resolve(str(fmt), t, _tspan(fmt), f"input {name}: ")  # a format that fits the type
-        return Decl(str(name), t, span, str(fmt), _tspan(fmt))
+        return Decl(str(name), t, span, str(fmt), _tspan(fmt))  # sdqlite.storage resolves it
 
     def expr_only(self, span: Span | None, e: Expr) -> Expr:
         return e
@@ -265,7 +262,7 @@ class _Rules:
         return BOOL
 
     def t_dict(self, span: Span | None, key: Token, *rest: Any) -> Type:
-        *extent, val = rest  # {KEY [n] -> val}: a declared extent (see sdqlite.types)
+        *extent, val = rest  # {KEY [n] -> val}: a declared extent (see sdqlite.syntax.types)
         return DictT(val, dense=str(key) == "dense_int",
                      extent=str(extent[0]) if extent else None)
 

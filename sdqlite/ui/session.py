@@ -6,15 +6,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sdqlite.anf import anf
-from sdqlite.ast import Expr, Gradient, free_vars
+from codegen.api import compile as compile_
+from sdqlite.ad.anf import anf
+from sdqlite.ad.fad import fad, tangent_context
+from sdqlite.ad.gradient import expand
+from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import DataError, SDQLiteError
-from sdqlite.fad import fad, tangent_context
-from sdqlite.parser import Decl, Program, parse_program
+from sdqlite.opt.pipeline import describe, pipeline
 from sdqlite.paths import read_source
-from sdqlite.printer import show
-from sdqlite.typecheck import typecheck
-from sdqlite.types import REAL, Type
+from sdqlite.storage.formats import declared_formats
+from sdqlite.syntax.ast import Expr, Gradient, free_vars
+from sdqlite.syntax.parser import Decl, Program, parse_program
+from sdqlite.syntax.printer import show
+from sdqlite.syntax.types import REAL, Type
 from semantics.convert import load
 from semantics.datafiles import names_data, read_data
 from semantics.display import read_value, show_value
@@ -133,11 +137,11 @@ class Session:
                     raise DataError("usage: :grad EXPR X")
                 self.source = body
                 expr = self._parse(body, ":grad EXPR X")
-                expanded, t = typecheck(Gradient(expr, x, span=expr.span), self._ctx())
+                ctx = self._ctx()
+                elab, t = typecheck(Gradient(expr, x, span=expr.span), ctx)
+                expanded = expand(elab, ctx)
                 return f"{show(expanded)}\n{self._value(expanded, t)}"
             case "opt":
-                from sdqlite.pipeline import describe, pipeline
-
                 body, sep, x = arg.rpartition(" wrt ")
                 if not sep:
                     body, x = arg, ""
@@ -145,8 +149,6 @@ class Session:
                 elab, _ = self._elaborate(body, ":opt EXPR [wrt X]")
                 return describe(pipeline(elab, self._ctx(), x.strip() or None))
             case "cpp":
-                from codegen.api import compile as compile_
-
                 body, sep, x = arg.rpartition(" wrt ")
                 if not sep:
                     body, x = arg, ""
@@ -166,12 +168,14 @@ class Session:
 
     def program(self, prog: Program) -> str:
         out = []
+        declared_formats(prog)  # a declared format must fit its input
         for d in prog.decls:
             self.types[d.name] = d.type
             out.append(f"{d.name} : {d.type}")
         if prog.expr is not None:
-            elab, t = typecheck(prog.expr, self._ctx())
-            out.append(self._value(elab, t))
+            ctx = self._ctx()
+            elab, t = typecheck(prog.expr, ctx)
+            out.append(self._value(expand(elab, ctx), t))
         return "\n".join(out)
 
     def _value(self, elab: Expr, t: Type) -> str:
@@ -191,7 +195,10 @@ class Session:
         return expr
 
     def _elaborate(self, text: str, usage: str) -> tuple[Expr, Type]:
-        return typecheck(self._parse(text, usage), self._ctx())
+        """The expression checked, its gradients expanded (``sdqlite.ad.gradient``)."""
+        ctx = self._ctx()
+        elab, t = typecheck(self._parse(text, usage), ctx)
+        return expand(elab, ctx), t
 
     def _ctx(self) -> dict[str, Type]:
         return dict(self.types)

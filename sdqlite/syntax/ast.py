@@ -2,13 +2,13 @@
 
 One frozen dataclass per construct of the grammar; ``Expr`` is their closed union.
 Source spans are excluded from equality.  Fields marked *elaboration* are filled in
-by the type checker (``sdqlite.typecheck``) with the type the interpreter needs to
+by the type checker (``sdqlite.check.typecheck``) with the type the interpreter needs to
 build a zero (an empty sum, a false conditional, a missing key); they are not syntax
 and do not take part in equality either.
 
 Derived forms (dictionary literals, tupled ``let``, ``_``, ``-``, ``zero[T]``,
 ``tensor n``) do not appear here: the parser expands them into these nodes
-(see ``sdqlite.sugar``).
+(see ``sdqlite.syntax.sugar``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, assert_never, get_args
 
 from sdqlite.errors import Span
-from sdqlite.types import Type
+from sdqlite.syntax.types import Type
 
 
 def _span() -> Span | None:
@@ -162,7 +162,7 @@ class Eq:
 
 @dataclass(frozen=True, slots=True)
 class UnOp:
-    """``op(arg)`` for a real unary operation of ``sdqlite.ops.UNARY_OPS``"""
+    """``op(arg)`` for a real unary operation of ``sdqlite.syntax.ops.UNARY_OPS``"""
 
     op: str
     arg: Expr
@@ -214,9 +214,9 @@ class ArrayLit:
 
 @dataclass(frozen=True, slots=True)
 class Gradient:
-    """``gradient e x`` (Fig. fig:api).  Its expansion needs types (the free variables of
-    ``e`` and their types), so the type checker expands it while elaborating; elaborated
-    programs never contain it."""
+    """``gradient e x`` (Fig. fig:api).  The checker types it from the types alone and
+    keeps it; its expansion needs types too (the free variables of ``e`` and theirs), and
+    is an AD step after checking (``sdqlite.ad.gradient.expand``)."""
 
     expr: Expr
     var: str

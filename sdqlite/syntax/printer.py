@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from sdqlite.ast import (
+from sdqlite.syntax.ast import (
     Add,
     ArrayLit,
     BoolConst,
@@ -35,7 +35,7 @@ from sdqlite.ast import (
     Var,
     children,
 )
-from sdqlite.sugar import literal_split
+from sdqlite.syntax.sugar import literal_split
 
 OPEN, EQ, ADD, MUL, UNARY, POSTFIX, ATOM = range(7)
 WIDTH = 80

@@ -25,8 +25,9 @@ from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Literal
 
-from sdqlite import sugar
-from sdqlite.ast import (
+from sdqlite.check.typecheck import Ctx, synth
+from sdqlite.syntax import sugar
+from sdqlite.syntax.ast import (
     Empty,
     Expr,
     IntConst,
@@ -39,10 +40,9 @@ from sdqlite.ast import (
     free_vars,
     map_children,
 )
-from sdqlite.names import NameSupply, substitute
-from sdqlite.parser import parse_expr
-from sdqlite.typecheck import Ctx, synth
-from sdqlite.types import REAL, DictT, RealT, Type, scalar_of
+from sdqlite.syntax.names import NameSupply, substitute
+from sdqlite.syntax.parser import parse_expr
+from sdqlite.syntax.types import REAL, DictT, RealT, Type, scalar_of
 
 
 @dataclass

@@ -13,7 +13,7 @@ arrays such as ``{dense_int -> int}`` (Physical SDQLite) are discrete too.  The 
 constructs on reals differentiate structurally, into sparse tangents (``tangent_type``):
 ``D[arr(lo:hi)] = sum(<p,_> in (lo:hi)) {p -> D[arr](p)}``,
 ``D[[e0, ...]] = {0 -> D[e0], ...}``, ``D[unique(e)] = unique(D[e])``.  Run ANF first to share
-primal work (``sdqlite.anf``); the rules are correct on any program.
+primal work (``sdqlite.ad.anf``); the rules are correct on any program.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import assert_never
 
-from sdqlite import sugar
-from sdqlite.ast import (
+from sdqlite.check.typecheck import Ctx, NodeTypes, bind
+from sdqlite.errors import NOT_EXPANDED, DiffError, Span
+from sdqlite.syntax import sugar
+from sdqlite.syntax.ast import (
     Add,
     ArrayLit,
     BoolConst,
@@ -47,34 +49,19 @@ from sdqlite.ast import (
     free_vars,
     map_children,
 )
-from sdqlite.errors import SDQLiteError, Span
-from sdqlite.names import NameSupply, names_in
-from sdqlite.ops import UNARY_OPS
-from sdqlite.typecheck import Ctx, NodeTypes, bind
-from sdqlite.types import INT, REAL, BoolT, DictT, IntT, Type, order, otimes, scalar_of
-
-
-class DiffError(SDQLiteError):
-    """A program outside the differentiable fragment (Logical SDQLite)."""
-
-
-def tangent_type(t: Type, tau: Type) -> Type:
-    """D_τ[T] (Fig. fig:diffrules, on types): ``T ⊗ τ``, and ``real`` for discrete T.
-
-    Tangents are sparse: a dense layer ``{dense_int -> D}`` of T has the tangent layer
-    ``{int -> ...}`` (on Logical SDQLite this is exactly the figure).  A dense identity
-    could not be built for ``onehot``; a sparse one over every position of a dense
-    variable can, and it gives the gradient that covers every position (DESIGN.md)."""
-    if is_discrete(t):
-        return REAL
-    out = otimes(sparse(t), tau)
-    assert out is not None, (t, tau)
-    return out
-
-
-def sparse(t: Type) -> Type:
-    """``t`` with every dense layer made a sparse dictionary."""
-    return DictT(sparse(t.val)) if isinstance(t, DictT) else t
+from sdqlite.syntax.names import NameSupply, names_in
+from sdqlite.syntax.ops import UNARY_OPS
+from sdqlite.syntax.types import (
+    INT,
+    REAL,
+    DictT,
+    Type,
+    is_discrete,
+    order,
+    scalar_of,
+    sparse,
+    tangent_type,
+)
 
 
 def sparsify(e: Expr, t: Type, fresh: Callable[[str], str]) -> Expr:
@@ -93,11 +80,6 @@ def tangent_context(ctx: Ctx, tau: Type, tangents: Mapping[str, str]) -> dict[st
     for x, t in ctx.items():
         out[tangents[x]] = tangent_type(t, tau)
     return out
-
-
-def is_discrete(t: Type) -> bool:
-    """int, bool, and dictionaries/arrays of them: their tangent is the real 0."""
-    return isinstance(scalar_of(t), IntT | BoolT)
 
 
 class Differentiator:
@@ -171,7 +153,7 @@ class Differentiator:
             case IntConst() | BoolConst() | Not() | Eq():  # discrete, above
                 raise AssertionError("unreachable: discrete constructs have tangent 0")
             case Gradient():
-                raise AssertionError("FAD needs an elaborated program (gradient is expanded)")
+                raise DiffError(NOT_EXPANDED, e.span)
             case SubArray(arr, lo, hi):  # Physical: sum(<p,_> in (lo:hi)) {p -> D[arr](p)}
                 p = self.names.fresh("p")
                 return Sum(p, "_", Range(lo, hi),

@@ -1,4 +1,4 @@
-"""The interactive loop around ``sdqlite.session.Session``: prompts, multi-line input
+"""The interactive loop around ``sdqlite.ui.session.Session``: prompts, multi-line input
 (continued while the text is an incomplete program), and history (readline)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TextIO
 
 from sdqlite.errors import SDQLiteError, format_error, internal_error
-from sdqlite.parser import is_incomplete
-from sdqlite.session import Session
+from sdqlite.syntax.parser import is_incomplete
+from sdqlite.ui.session import Session
 
 HISTORY = Path.home() / ".sdqlite_history"
 BANNER = "SDQLite REPL — :help for commands, Ctrl-D to leave."

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sdqlite.ast import Add, Expr, Mul, RealConst, UnOp
+from sdqlite.syntax.ast import Add, Expr, Mul, RealConst, UnOp
 
 
 @dataclass(frozen=True)

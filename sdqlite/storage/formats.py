@@ -1,4 +1,4 @@
-"""Storage formats and storage composition (§5.3, Fig. fig:storage_spec).
+"""Storage formats (§5.3, Fig. fig:storage_spec): the table, and data laid out in it.
 
 Each format is a named entry: the logical type it stores, its flat parameters, and its
 Physical SDQLite definition — the program that builds the logical value from the flat
@@ -7,10 +7,9 @@ logical layout (hash maps for ``int`` layers, arrays for ``dense_int`` layers: t
 paper's "∇SD (dict)"); an input whose type is made of dense arrays only is stored as
 itself, so ``dense`` names that too.
 
-Storage composition binds every input to its format's definition over its flat
-parameters, named ``<input>_<param>`` (``A_pos``): ``let A = <CSR definition> in e``.
-Equality saturation then removes the intermediate tensors (vertical fusion with
-``unique``, ``get-range``, ...), as ``sdqlite.pipeline`` does after differentiation.
+A declaration names its format (``A : {int -> {int -> real}} @ csr``); the parser keeps
+the name, and ``declared_formats`` resolves it against this table after parsing.  Storage
+composition (``sdqlite.storage.compose``) binds inputs to their formats' definitions.
 
 Each entry also lays data out in its format (``flatten``: the keys and values of every
 stored entry, and the size of each layer, to the flat arrays), without per-entry
@@ -20,17 +19,17 @@ the interpreter on the flat arrays of a value, gives back that value.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from sdqlite.ast import Expr, Let, Var, free_vars
 from sdqlite.errors import DataError, SDQLTypeError, Span
-from sdqlite.names import names_in, substitute
-from sdqlite.types import INT, REAL, DictT, Type, erase
+from sdqlite.syntax.ast import Expr
+from sdqlite.syntax.parser import Program, parse_expr
+from sdqlite.syntax.types import INT, REAL, DictT, Type, erase
 
 VECTOR, MATRIX = DictT(REAL), DictT(DictT(REAL))
 TENSOR3 = DictT(MATRIX)
@@ -54,8 +53,6 @@ class Format:
 
     @cached_property
     def program(self) -> Expr:
-        from sdqlite.parser import parse_expr
-
         return parse_expr(self.definition)
 
     @property
@@ -233,46 +230,11 @@ def resolve(name: str, t: Type, span: Span | None = None, where: str = "") -> Fo
     return fmt
 
 
-# ---- storage composition ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Composed:
-    """``program`` over ``ctx``: each composed input replaced by its flat parameters,
-    whose names ``flat[input][param]`` gives."""
-
-    program: Expr
-    ctx: dict[str, Type]
-    flat: dict[str, dict[str, str]]
-
-
-def compose(e: Expr, ctx: Mapping[str, Type], formats: Mapping[str, Format]) -> Composed:
-    """§5.3: ``let x = <definition of x's format over x's flat arrays> in e`` for every
-    input x of ``e`` with a non-identity format."""
-    taken = names_in(e) | set(ctx)
-    new_ctx = dict(ctx)
-    flat: dict[str, dict[str, str]] = {}
-    body = e
-    for x in sorted(free_vars(e)):
-        fmt = formats.get(x)
-        if fmt is None or fmt.identity:
-            continue
-        names = {}
-        for p, t in fmt.params:
-            name, n = f"{x}_{p}", 0
-            while name in taken:
-                n += 1
-                name = f"{x}_{p}{n}"
-            taken.add(name)
-            names[p] = name
-            new_ctx[name] = t
-        definition = fmt.program
-        for p, name in names.items():
-            definition = substitute(definition, p, Var(name))
-        body = Let(x, definition, body)
-        del new_ctx[x]
-        flat[x] = names
-    return Composed(body, new_ctx, flat)
+def declared_formats(program: Program) -> dict[str, Format]:
+    """The format each declaration names (``A : ... @ csr``), resolved against the table;
+    a located error where one does not fit its input's type."""
+    return {d.name: resolve(d.format, d.type, d.format_span, f"input {d.name}: ")
+            for d in program.decls if d.format is not None}
 
 
 def layout(fmt: Format, coo: Coo, sizes: tuple[int | None, ...]) -> Flat:

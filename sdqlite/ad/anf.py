@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from sdqlite.ast import (
+from sdqlite.errors import NOT_EXPANDED, DiffError
+from sdqlite.syntax.ast import (
     Add,
     ArrayLit,
     BoolConst,
@@ -37,7 +38,7 @@ from sdqlite.ast import (
     UnOp,
     Var,
 )
-from sdqlite.names import NameSupply, names_in, rename
+from sdqlite.syntax.names import NameSupply, names_in, rename
 
 Bindings = list[tuple[str, Expr]]
 
@@ -124,6 +125,6 @@ def _rhs(e: Expr, binds: Bindings, ns: NameSupply) -> Expr:
         case Var() | IntConst() | RealConst() | BoolConst() | Empty():
             return e
         case Gradient():
-            raise AssertionError("ANF needs an elaborated program (gradient is expanded)")
+            raise DiffError(NOT_EXPANDED, e.span)
         case _:
             assert_never(e)

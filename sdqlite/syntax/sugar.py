@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sdqlite.ast import Add, Empty, Expr, IntConst, Let, Mul, RealConst, Single, Sum, Var
 from sdqlite.errors import ParseError, Span
-from sdqlite.types import BoolT, DictT, IntT, RealT, Type
+from sdqlite.syntax.ast import Add, Empty, Expr, IntConst, Let, Mul, RealConst, Single, Sum, Var
+from sdqlite.syntax.types import BoolT, DictT, IntT, RealT, Type
 
 
 def dict_literal(entries: Sequence[tuple[Expr, Expr]], span: Span | None = None) -> Expr:

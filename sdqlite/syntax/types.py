@@ -149,3 +149,30 @@ def erase(t: Type) -> Type:
 
 def has_extents(t: Type) -> bool:
     return isinstance(t, DictT) and (t.extent is not None or has_extents(t.val))
+
+
+# ---- tangent types (Fig. fig:diffrules on types; the checker types gradient e x with them)
+
+
+def tangent_type(t: Type, tau: Type) -> Type:
+    """D_τ[T] (Fig. fig:diffrules, on types): ``T ⊗ τ``, and ``real`` for discrete T.
+
+    Tangents are sparse: a dense layer ``{dense_int -> D}`` of T has the tangent layer
+    ``{int -> ...}`` (on Logical SDQLite this is exactly the figure).  A dense identity
+    could not be built for ``onehot``; a sparse one over every position of a dense
+    variable can, and it gives the gradient that covers every position (DESIGN.md)."""
+    if is_discrete(t):
+        return REAL
+    out = otimes(sparse(t), tau)
+    assert out is not None, (t, tau)
+    return out
+
+
+def sparse(t: Type) -> Type:
+    """``t`` with every dense layer made a sparse dictionary."""
+    return DictT(sparse(t.val)) if isinstance(t, DictT) else t
+
+
+def is_discrete(t: Type) -> bool:
+    """int, bool, and dictionaries/arrays of them: their tangent is the real 0."""
+    return isinstance(scalar_of(t), IntT | BoolT)

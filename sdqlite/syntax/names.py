@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from sdqlite.ast import Expr, Let, Sum, Var, free_vars, map_children, subterms
+from sdqlite.syntax.ast import Expr, Let, Sum, Var, free_vars, map_children, subterms
 
 
 def names_in(e: Expr) -> set[str]:
@@ -73,7 +73,7 @@ def alpha_normal(e: Expr) -> Expr:
     """``e`` up to renaming, for comparing a program with the paper's listing: bound
     variables renamed ``b0, b1, ...`` in binding order (an unused sum binder is ``_``),
     numeric literals as reals, and ``{}`` without its elaborated type."""
-    from sdqlite.ast import Empty, IntConst, RealConst
+    from sdqlite.syntax.ast import Empty, IntConst, RealConst
 
     counter = iter(range(1_000_000))
 

@@ -22,19 +22,20 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from sdqlite.anf import anf
-from sdqlite.ast import Expr, free_vars
-from sdqlite.gradient import gradient
-from sdqlite.passes import (
+from sdqlite.ad.anf import anf
+from sdqlite.ad.gradient import expand, gradient
+from sdqlite.check.typecheck import Ctx, typecheck
+from sdqlite.opt.passes import (
     PassResult,
     iterated_key_lookup,
     normalize_multiplication,
     sparsity_propagation,
 )
-from sdqlite.saturation import Limits as Limits  # part of this module's interface
-from sdqlite.saturation import optimize
-from sdqlite.storage import Format, compose
-from sdqlite.typecheck import Ctx, typecheck
+from sdqlite.opt.saturation import Limits as Limits  # part of this module's interface
+from sdqlite.opt.saturation import optimize
+from sdqlite.storage.compose import compose
+from sdqlite.storage.formats import Format
+from sdqlite.syntax.ast import Expr, free_vars
 
 
 @dataclass
@@ -52,6 +53,7 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = 
     """Run the pipeline on an elaborated ``ctx ⊢ e``; the last stage is the result, typed
     in the last stage's ``ctx``."""
     limits = limits or Limits()
+    e = expand(e, ctx)  # the program's own gradient e' x, if any (Fig. fig:api)
     stages = [Stage("input", e, 0.0, ctx=dict(ctx))]
     here: dict[str, Ctx] = {"ctx": ctx}  # the current inputs' types
 
@@ -103,7 +105,7 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = 
 
 def describe(stages: list[Stage]) -> str:
     """The stages and their reports, for people (``--stages`` and ``:opt``)."""
-    from sdqlite.printer import show
+    from sdqlite.syntax.printer import show
 
     lines = []
     for s in stages:
@@ -116,7 +118,7 @@ def describe(stages: list[Stage]) -> str:
 
 def as_source(e: Expr, ctx: Ctx) -> str:
     """A valid source file: the inputs' declarations, then the program."""
-    from sdqlite.printer import show
+    from sdqlite.syntax.printer import show
 
     decls = [f"{x} : {ctx[x]}" for x in sorted(free_vars(e)) if x in ctx]
     return "\n".join([*decls, show(e)]) + "\n"

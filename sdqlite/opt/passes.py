@@ -12,7 +12,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from sdqlite.ast import (
+from sdqlite.check.typecheck import Ctx, NodeTypes, bind, typecheck
+from sdqlite.opt.rules import NORMALIZATION, SPARSITY, Rule, family
+from sdqlite.syntax.ast import (
     Expr,
     Let,
     Lookup,
@@ -24,10 +26,8 @@ from sdqlite.ast import (
     map_children,
     subterms,
 )
-from sdqlite.names import NameSupply, names_in, rename, substitute
-from sdqlite.rules import NORMALIZATION, SPARSITY, Rule, family
-from sdqlite.typecheck import Ctx, NodeTypes, bind, typecheck
-from sdqlite.types import INT, DictT
+from sdqlite.syntax.names import NameSupply, names_in, rename, substitute
+from sdqlite.syntax.types import INT, DictT
 
 MAX_ROUNDS = 100
 

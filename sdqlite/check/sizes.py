@@ -1,6 +1,6 @@
 """Which declared size bounds each layer of a program's result (a static analysis).
 
-For ``Γ ⊢ e : T`` with sizes declared on inputs (``sdqlite.types``), ``result_sizes``
+For ``Γ ⊢ e : T`` with sizes declared on inputs (``sdqlite.syntax.types``), ``result_sizes``
 names, for each dictionary layer of T, a size n such that every key stored in that
 layer lies in ``0 .. n-1`` — or None when nothing says so.  Keys come from somewhere:
 a singleton's key that is the key of a sum over a layer declared ``int[n]`` (or
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import assert_never
 
-from sdqlite.ast import (
+from sdqlite.syntax.ast import (
     Add,
     ArrayLit,
     BoolConst,
@@ -37,7 +37,7 @@ from sdqlite.ast import (
     UnOp,
     Var,
 )
-from sdqlite.types import DictT, Type, order
+from sdqlite.syntax.types import DictT, Type, order
 
 #: a layer's size: a declared name, None (unknown), or NO_KEYS (the layer stores none)
 Size = str | None

@@ -15,12 +15,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sdqlite.ast import free_vars
 from sdqlite.errors import DataError, SDQLiteError, SDQLTypeError, format_error, internal_error
-from sdqlite.parser import Program, parse_program
+from sdqlite.opt.pipeline import Limits
 from sdqlite.paths import read_source
-from sdqlite.pipeline import Limits
-from sdqlite.session import HELP, declared_types, read_input, read_raw_input
+from sdqlite.syntax.ast import free_vars
+from sdqlite.syntax.parser import Program, parse_program
+from sdqlite.ui.session import HELP, declared_types, read_input, read_raw_input
 from semantics.run import Input
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def _run_compiled(args: argparse.Namespace, prog: Program, wrt: str | None) -> i
     inputs = compiled.read(_raw_inputs(prog, args.input))
     spec = compiled.specialize(inputs)
     if getattr(args, "program", False):
-        from sdqlite.printer import show
+        from sdqlite.syntax.printer import show
 
         print(show(spec.program), file=sys.stderr)
     print(show_value(compiled.run(spec, inputs)))
@@ -117,9 +117,9 @@ def cmd_cpp(args: argparse.Namespace) -> int:
 
 
 def cmd_grad(args: argparse.Namespace) -> int:
-    from sdqlite.gradient import gradient
-    from sdqlite.printer import show
-    from sdqlite.typecheck import typecheck
+    from sdqlite.ad.gradient import gradient
+    from sdqlite.check.typecheck import typecheck
+    from sdqlite.syntax.printer import show
     from semantics.display import show_value
     from semantics.interp import evaluate
     from semantics.run import check_program, context
@@ -149,8 +149,8 @@ def cmd_grad(args: argparse.Namespace) -> int:
 
 
 def cmd_opt(args: argparse.Namespace) -> int:
-    from sdqlite.pipeline import as_source, describe, pipeline
-    from sdqlite.storage import resolve
+    from sdqlite.opt.pipeline import as_source, describe, pipeline
+    from sdqlite.storage.formats import resolve
     from semantics.run import check_program, context
 
     text, _ = _source(args)
@@ -177,7 +177,7 @@ def cmd_opt(args: argparse.Namespace) -> int:
 
 
 def cmd_repl(args: argparse.Namespace) -> int:
-    from sdqlite.repl import repl
+    from sdqlite.ui.repl import repl
 
     return repl()
 

@@ -1,0 +1,141 @@
+"""The gradient API of Fig. fig:api, expanded into core SDQLite.
+
+    gradient e (x : τ) ≜ let <v1', ..., vn'> = <ingrad v1 x, ..., ingrad vn x> in D_τ[e]
+                         where {v1, ..., vn} = FVS(e)
+    ingrad (v : D) x ≜ zero[D ⊗ τ]       ingrad (x : D) x ≜ onehot[D] x
+
+(The paper writes ``zero[D]`` for ``ingrad``; ``D ⊗ τ`` is the type that makes the
+expansion well typed, and equals ``D`` for τ = real.)  The result has type ``T ⊗ τ``:
+output indices first, then those of ``x``.  The checker gives ``gradient e x`` that type
+without expanding it; ``expand`` replaces every ``gradient`` of a checked program by its
+expansion, and is what the pipeline, the REPL and ``semantics.run`` call after checking.
+
+Which entries a gradient covers follows the variable's type (DESIGN.md): ``onehot``
+iterates the stored entries of ``x``, so for a sparse ``{int -> ...}`` variable the
+gradient is *masked* to its non-zero entries; a dense ``{dense_int -> ...}`` variable
+stores every position, zeros included, so its gradient covers every position.  The
+gradient's layout is sparse either way: τ is the type of ``x`` with dense layers made
+sparse (``sdqlite.syntax.types.tangent_type``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sdqlite.ad.anf import anf
+from sdqlite.ad.fad import fad
+from sdqlite.check.typecheck import Ctx, bind, synth, typecheck, wrt_type
+from sdqlite.errors import DiffError, SDQLiteError, SDQLTypeError
+from sdqlite.syntax import sugar
+from sdqlite.syntax.ast import (
+    Expr,
+    Gradient,
+    Let,
+    RealConst,
+    Sum,
+    Var,
+    children,
+    free_vars,
+    map_children,
+)
+from sdqlite.syntax.names import NameSupply, names_in
+from sdqlite.syntax.types import INT, DictT, Type, erase, is_discrete, sparse, tangent_type
+
+
+def gradient(e: Expr, x: str, ctx: Ctx, *, share: bool = False) -> Expr:
+    """``gradient e x`` for an elaborated ``ctx ⊢ e`` (without ``gradient`` inside),
+    expanded into core SDQLite.
+
+    With ``share``, ``e`` is put in ANF first (§5.1), as the pipeline does: the rules
+    refer to a primal operand twice (``D[op(a)] = op'(a) * D[a]``), so without it the
+    expansion of a deep program grows quadratically.  Without, it is Fig. fig:api's."""
+    try:
+        tau = wrt_type(ctx, x)
+    except SDQLTypeError as err:
+        raise DiffError(err.message, err.span) from None
+    names = NameSupply(names_in(e) | set(ctx))
+    if share:
+        e = anf(e, names)
+    fvs = sorted(free_vars(e))
+    tangents = {v: names.prime(v) for v in fvs}
+    body, _ = fad(e, {v: erase(ctx[v]) for v in fvs}, tau, tangents, names)
+    for v in reversed(fvs):
+        body = Let(tangents[v], ingrad(v, x, erase(ctx[v]), tau, names), body)
+    return body
+
+
+def ingrad(v: str, x: str, t: Type, tau: Type, names: NameSupply) -> Expr:
+    """Fig. fig:api: the seed tangent of input ``v``."""
+    if v == x:  # iterates the stored entries of x: every position of a dense array
+        return sugar.onehot(sparse(t), Var(x), names.fresh)
+    if is_discrete(t):
+        return RealConst(0.0)
+    return sugar.zero(tangent_type(t, tau))
+
+
+def expand(e: Expr, ctx: Ctx) -> Expr:
+    """A checked ``ctx ⊢ e`` with every ``gradient e' x`` replaced by its expansion
+    (innermost first), elaborated: a program the interpreter, ANF, FAD, the optimizer and
+    the backend take.  Only the paths to a ``gradient`` are rebuilt."""
+    inside = _with_gradient(e)
+
+    def go(e: Expr, ctx: Ctx) -> Expr:
+        if id(e) not in inside:
+            return e
+        match e:
+            case Gradient(body, x):  # Fig. fig:api
+                try:
+                    return synth(ctx, gradient(go(body, ctx), x, ctx))[0]
+                except SDQLiteError as err:  # located where the program says gradient
+                    raise SDQLTypeError(err.message, err.span or e.span) from None
+            case Sum(k, v, dom, body):
+                dom2 = go(dom, ctx)
+                dt = synth(ctx, dom2)[1]
+                assert isinstance(dt, DictT), "a checked program"
+                return Sum(k, v, dom2, go(body, bind(ctx, **{k: INT, v: dt.val})),
+                           span=e.span, ty=e.ty)
+            case Let(x, rhs, body):
+                rhs2 = go(rhs, ctx)
+                return Let(x, rhs2, go(body, bind(ctx, **{x: synth(ctx, rhs2)[1]})),
+                           span=e.span)
+            case _:
+                return map_children(e, lambda c: go(c, ctx))
+
+    return go(e, ctx)
+
+
+def checked(e: Expr, ctx: Ctx) -> tuple[Expr, Type]:
+    """``ctx ⊢ e`` checked (``sdqlite.check.typecheck``), then its gradients expanded: the
+    program every stage after AD takes, and its type."""
+    elab, t = typecheck(e, ctx)
+    return expand(elab, ctx), t
+
+
+def _with_gradient(e: Expr) -> set[int]:
+    """The ids of the nodes of ``e`` that have a ``gradient`` at or below them."""
+    out: set[int] = set()
+
+    def visit(e: Expr) -> bool:
+        found = isinstance(e, Gradient)
+        for c in children(e):
+            found = visit(c) or found
+        if found:
+            out.add(id(e))
+        return found
+
+    visit(e)
+    return out
+
+
+def jvp(e: Expr, ctx: Ctx, tangents: Mapping[str, str] | None = None
+        ) -> tuple[Expr, dict[str, str]]:
+    """``F[e]``: the directional derivative, reading the tangent of each input ``x`` from
+    the variable ``x'`` (or the name given in ``tangents``)."""
+    return fad(e, ctx, tangents=tangents)
+
+
+def jacobian(e: Expr, x: str, ctx: Ctx) -> Expr:
+    """The whole Jacobian of ``e`` w.r.t. ``x`` as one tensor of type ``T ⊗ τ`` (output
+    indices first, then those of ``x``): exactly what ``gradient e x`` computes — tensorized
+    FAD seeded with ``onehot`` — under the name a user of a Jacobian API looks for."""
+    return gradient(e, x, ctx)

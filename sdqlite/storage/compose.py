@@ -1,0 +1,56 @@
+"""Storage composition (§5.3): each input bound to its format's definition.
+
+Composition binds every input to its format's definition over its flat parameters,
+named ``<input>_<param>`` (``A_pos``): ``let A = <CSR definition> in e``.  Equality
+saturation then removes the intermediate tensors (vertical fusion with ``unique``,
+``get-range``, ...), as ``sdqlite.opt.pipeline`` does after differentiation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sdqlite.storage.formats import Format
+from sdqlite.syntax.ast import Expr, Let, Var, free_vars
+from sdqlite.syntax.names import names_in, substitute
+from sdqlite.syntax.types import Type
+
+
+@dataclass(frozen=True)
+class Composed:
+    """``program`` over ``ctx``: each composed input replaced by its flat parameters,
+    whose names ``flat[input][param]`` gives."""
+
+    program: Expr
+    ctx: dict[str, Type]
+    flat: dict[str, dict[str, str]]
+
+
+def compose(e: Expr, ctx: Mapping[str, Type], formats: Mapping[str, Format]) -> Composed:
+    """§5.3: ``let x = <definition of x's format over x's flat arrays> in e`` for every
+    input x of ``e`` with a non-identity format."""
+    taken = names_in(e) | set(ctx)
+    new_ctx = dict(ctx)
+    flat: dict[str, dict[str, str]] = {}
+    body = e
+    for x in sorted(free_vars(e)):
+        fmt = formats.get(x)
+        if fmt is None or fmt.identity:
+            continue
+        names = {}
+        for p, t in fmt.params:
+            name, n = f"{x}_{p}", 0
+            while name in taken:
+                n += 1
+                name = f"{x}_{p}{n}"
+            taken.add(name)
+            names[p] = name
+            new_ctx[name] = t
+        definition = fmt.program
+        for p, name in names.items():
+            definition = substitute(definition, p, Var(name))
+        body = Let(x, definition, body)
+        del new_ctx[x]
+        flat[x] = names
+    return Composed(body, new_ctx, flat)
