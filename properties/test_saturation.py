@@ -792,6 +792,20 @@ SATURATION_GUARD_COUNTEREXAMPLES: dict[tuple[str, str], tuple[dict[str, Type], s
     ("sum-sum-vert-fuse-2", "a value is unique over a range only"): (
         {"N": DictT(INT)}, "sum(<k1, v1> in sum(<k, v> in N) {unique(v) -> 1.0}) v1 * v1",
         "N = {0 -> 3, 1 -> 3}"),
+    # the body reads v: hoisted out of the loop over V, v is no longer bound
+    ("sum-hoist", "b reads neither k nor v"): (
+        {"V": tensor(1), "W": tensor(1)}, "sum(<k, v> in V) sum(<j, y> in W) {j -> v * y}",
+        "V = {0 -> 2.0, 1 -> 3.0}; W = {0 -> 5.0}"),
+    # y * y of the rows summed is not the sum of the rows' y * y
+    ("sum-hoist", "linear in y"): (
+        {"M": tensor(2)}, "sum(<k, v> in M) sum(<j, y> in M(k)) {j -> y * y}",
+        "M = {0 -> {0 -> 1.0}, 1 -> {0 -> 2.0}}"),
+    # the rows cancel: summed first, the sum is empty; row by row, 1.0 * a and -1.0 * a
+    # keep a's two positions
+    ("sum-hoist", "nothing dense"): (
+        {"M": tensor(2), "a": DictT(REAL, dense=True)},
+        "sum(<k, v> in M) sum(<j, y> in v) y * a",
+        "M = {0 -> {0 -> 1.0}, 1 -> {0 -> -1.0}}; a = [1.0, 1.0]"),
     # the identity map turns a dense array into a dictionary: another type
     ("sum-sing", "a sparse dictionary"): (
         {"a": DictT(REAL, dense=True)}, "sum(<k, v> in a) {k -> v}", "a = [1.0, 0.0]"),
@@ -845,6 +859,64 @@ SATURATION_GUARD_COUNTEREXAMPLES: dict[tuple[str, str], tuple[dict[str, Type], s
     ("get-range", "it iterates a range"): (
         {"N": DictT(INT)}, "sum(<k, v> in N) N(k)", "N = {0 -> 5}"),
 }
+
+
+#: unique(j) over index arrays a storage format promises unique (``unique`` of
+#: ``new_egraph``, checked on the data by the front door): the facts, an instance the
+#: guard must reject under them, where fusing it is wrong, ρ
+_I = DictT(INT, dense=True)
+TRUSTED_COUNTEREXAMPLES: list[tuple[str, dict[str, str | None], str, str]] = [
+    # no fact: X's segment [0, 2) holds key 0 twice, added up before v1 * v1
+    ("a segment without the format's promise", {},
+     "sum(<k1, v1> in sum(<p, j> in X(P(0):P(1))) {unique(j) -> 1.0}) v1 * v1",
+     "X = [0, 0]; P = [0, 2]"),
+    # the promise holds within each segment of P, and X(P(0):P(2)) spans two of them
+    ("two segments", {"X": "P"},
+     "sum(<k1, v1> in sum(<p, j> in X(P(0):P(2))) {unique(j) -> 1.0}) v1 * v1",
+     "X = [0, 0]; P = [0, 1, 2]"),
+    # an index array read at a range's positions, unique throughout only by a promise
+    ("an array read at positions, without the promise", {},
+     "sum(<k1, v1> in sum(<k, v> in (0:2)) {unique(R(v)) -> 1.0}) v1 * v1", "R = [0, 0]"),
+    # unique within segments is not unique throughout
+    ("an array unique within segments only", {"R": "P"},
+     "sum(<k1, v1> in sum(<k, v> in (0:2)) {unique(R(v)) -> 1.0}) v1 * v1",
+     "R = [0, 0]; P = [0, 1, 2]"),
+]
+
+
+def test_trusted_uniqueness_is_needed() -> None:
+    """Vertical fusion with ``unique`` trusts a storage format's promise only where it is
+    one: one segment of an index array unique within its pointer array's segments, or an
+    array unique throughout read at a range's positions.  Each instance above is rejected
+    under its facts, and fusing it anyway changes the value; the same shapes over data
+    keeping the promise are admitted."""
+    _, rw = SATURATION_RULES["sum-sum-vert-fuse-2"]
+    ctx: dict[str, Type] = {"X": _I, "P": _I, "R": _I, "i": INT}
+    for what, rejecting, text, env_text in TRUSTED_COUNTEREXAMPLES:
+        e, _ = typecheck(parse_expr(text), ctx)
+        g: EGraph[Info] = new_egraph(rejecting)
+        root = g.add_term(encode(e, ctx))
+        subst = next(ematch(g, rw.lhs, root), None)
+        assert subst is not None and rw.condition is not None, what
+        assert not rw.condition(g, root, subst), what
+        new = Rewrite(rw.name, rw.lhs, rw.rhs).apply(g, root, subst)
+        assert new is not None, what
+        program = decode(extract(g, new, cost_model(g))[1], NameSupply(names_in(e)))
+        env = {x.strip(): read_value(v, ctx[x.strip()], FRACTION)[0]
+               for x, _, v in (b.partition("=") for b in env_text.split(";"))}
+        fused = evaluate(typecheck(program, ctx)[0], env, FRACTION)
+        assert fused != evaluate(e, env, FRACTION), f"{what}: fusing it is not wrong"
+    segment = "sum(<k1, v1> in sum(<p, j> in X(P(i):P(i + 1))) {unique(j) -> 1.0}) v1 * v1"
+    admitted: list[tuple[dict[str, str | None], str]] = [
+        ({"X": "P"}, TRUSTED_COUNTEREXAMPLES[0][2]), ({"X": "P"}, segment),
+        ({"R": None}, TRUSTED_COUNTEREXAMPLES[2][2])]
+    for facts, text in admitted:
+        e, _ = typecheck(parse_expr(text), ctx)
+        g = new_egraph(facts)
+        root = g.add_term(encode(e, ctx))
+        subst = next(ematch(g, rw.lhs, root), None)
+        assert subst is not None and rw.condition is not None
+        assert rw.condition(g, root, subst), (facts, text)  # the promise is what admits it
 
 
 #: rules whose condition only completes the pattern (the class holds a zero constant)

@@ -10,6 +10,7 @@ scoped wherever the class is used.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sdqlite.opt.egraph import (
@@ -47,6 +48,13 @@ def _binder_shift(free: Free, n: int) -> Free:
 
 
 class SDQLiteAnalysis:
+    """Each class's type and free indices.  ``unique`` names the index arrays whose
+    entries are unique within the segments of a pointer array (None: throughout), which
+    the rules may rely on (storage formats' promises, checked on the data)."""
+
+    def __init__(self, unique: Mapping[str, str | None] | None = None) -> None:
+        self.unique = dict(unique or {})
+
     def make(self, g: EGraph[Info], node: ENode) -> Info:
         kids = [g.data(c) for c in node.children]
         free: Free = frozenset().union(*(k.free for k in kids)) if kids else frozenset()
@@ -142,9 +150,15 @@ def is_keep(op: object) -> bool:
     return isinstance(op, tuple) and op[0] == "keep"
 
 
-def new_egraph() -> EGraph[Info]:
-    """An e-graph for SDQLite terms: the analysis, and matching through ``keep``."""
-    return EGraph(SDQLiteAnalysis(), transparent=is_keep)
+def new_egraph(unique: Mapping[str, str | None] | None = None) -> EGraph[Info]:
+    """An e-graph for SDQLite terms: the analysis (with the index arrays known unique),
+    and matching through ``keep``."""
+    return EGraph(SDQLiteAnalysis(unique), transparent=is_keep)
+
+
+def unique_arrays(g: EGraph[Info]) -> Mapping[str, str | None]:
+    analysis = g.analysis
+    return analysis.unique if isinstance(analysis, SDQLiteAnalysis) else {}
 
 
 def without_keep(t: Term) -> Term:

@@ -33,9 +33,16 @@ from sdqlite.opt.passes import (
 )
 from sdqlite.opt.saturation import Limits as Limits  # part of this module's interface
 from sdqlite.opt.saturation import optimize
+from sdqlite.opt.storel import OFF_BY_DEFAULT, SATURATION_RULES
 from sdqlite.storage.compose import compose
 from sdqlite.storage.formats import Format
 from sdqlite.syntax.ast import Expr, free_vars
+
+#: the rules of the saturation over the formats' flat arrays: the default ones and the
+#: hoisting of a linear body out of the loops over rows (``OFF_BY_DEFAULT`` says why not
+#: earlier)
+AFTER_COMPOSITION = [name for name in SATURATION_RULES if name not in OFF_BY_DEFAULT] + [
+    "sum-hoist"]
 
 
 @dataclass
@@ -56,6 +63,7 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = 
     e = expand(e, ctx)  # the program's own gradient e' x, if any (Fig. fig:api)
     stages = [Stage("input", e, 0.0, ctx=dict(ctx))]
     here: dict[str, Ctx] = {"ctx": ctx}  # the current inputs' types
+    unique: dict[str, str | None] = {}  # index arrays unique within segments
 
     def stage(name: str, fn: Callable[[Expr], tuple[Expr, dict[str, object]]]) -> None:
         start = time.perf_counter()
@@ -66,9 +74,10 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = 
     def deadline() -> float:  # a rewriting pass stops after its last round within this
         return time.perf_counter() + limits.time_limit
 
-    def saturate(x: Expr) -> tuple[Expr, dict[str, object]]:
+    def saturate(x: Expr, rules: list[str] | None = None) -> tuple[Expr, dict[str, object]]:
         r = optimize(x, here["ctx"], iter_limit=limits.iter_limit,
-                     node_limit=limits.node_limit, time_limit=limits.time_limit)
+                     node_limit=limits.node_limit, time_limit=limits.time_limit,
+                     unique=unique, rules=rules)
         return r.program, {
             "rules fired": dict(r.report.fired), "e-graph nodes": r.report.nodes,
             "e-classes": r.report.classes, "iterations": r.report.iterations,
@@ -92,11 +101,12 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = 
         def storage(x: Expr) -> tuple[Expr, dict[str, object]]:
             c = compose(x, here["ctx"], stored)
             here["ctx"] = c.ctx
+            unique.update(c.unique)  # the formats' promises, for the saturation after
             return typecheck(c.program, c.ctx)[0], {
                 "formats": {x: stored[x].name for x in c.flat}, "flat arrays": c.flat}
 
         stage("storage composition", storage)
-        stage("saturation (storage)", saturate)
+        stage("saturation (storage)", lambda x: saturate(x, AFTER_COMPOSITION))
     if normalize:
         stage("multiplication normalization",
               lambda x: _pass(normalize_multiplication(x, here["ctx"], deadline())))

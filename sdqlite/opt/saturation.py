@@ -9,6 +9,7 @@ engine ``sdqlite.opt.egraph``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sdqlite.check.typecheck import Ctx, typecheck
@@ -42,11 +43,13 @@ class Optimized:
 
 def optimize(e: Expr, ctx: Ctx, *, rules: list[str] | None = None,
              iter_limit: int = Limits.iter_limit, node_limit: int = Limits.node_limit,
-             time_limit: float = Limits.time_limit) -> Optimized:
+             time_limit: float = Limits.time_limit,
+             unique: Mapping[str, str | None] | None = None) -> Optimized:
     """Equality saturation of an elaborated ``ctx ⊢ e`` with the SDQLite rules (``rules``
     by name; by default all but ``OFF_BY_DEFAULT``), then extraction of the cheapest
-    program under the cost model (never costlier than ``e``)."""
-    g = new_egraph()
+    program under the cost model (never costlier than ``e``).  ``unique``: index arrays
+    of ``ctx`` known unique within the segments of a pointer array (``Composed.unique``)."""
+    g = new_egraph(unique)
     spans: dict[Term, Span] = {}
     term = encode(e, ctx, spans=spans)
     root = g.add_term(term)

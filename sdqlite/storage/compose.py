@@ -25,6 +25,9 @@ class Composed:
     program: Expr
     ctx: dict[str, Type]
     flat: dict[str, dict[str, str]]
+    #: flat index array -> the pointer array within whose segments its entries are
+    #: unique (None: throughout): the formats' promises, by the flat arrays' names
+    unique: dict[str, str | None]
 
 
 def compose(e: Expr, ctx: Mapping[str, Type], formats: Mapping[str, Format]) -> Composed:
@@ -33,6 +36,7 @@ def compose(e: Expr, ctx: Mapping[str, Type], formats: Mapping[str, Format]) -> 
     taken = names_in(e) | set(ctx)
     new_ctx = dict(ctx)
     flat: dict[str, dict[str, str]] = {}
+    unique: dict[str, str | None] = {}
     body = e
     for x in sorted(free_vars(e)):
         fmt = formats.get(x)
@@ -53,4 +57,5 @@ def compose(e: Expr, ctx: Mapping[str, Type], formats: Mapping[str, Format]) -> 
         body = Let(x, definition, body)
         del new_ctx[x]
         flat[x] = names
-    return Composed(body, new_ctx, flat)
+        unique |= {names[i]: None if p is None else names[p] for i, p in fmt.unique}
+    return Composed(body, new_ctx, flat, unique)

@@ -50,6 +50,10 @@ class Format:
     flatten: Callable[[Coo, tuple[int, ...]], Flat] | None = None
     #: per layer: are its keys positions 0 .. size-1 of an array (else any int)?
     positional: tuple[bool, ...] = ()
+    #: index arrays whose entries are unique within each segment of a pointer array (None:
+    #: throughout): what ``unique(...)`` in the definition promises, and what the layouts
+    #: and the compiled front door (codegen/inputs.py) make true of the data
+    unique: tuple[tuple[str, str | None], ...] = ()
 
     @cached_property
     def program(self) -> Expr:
@@ -151,19 +155,21 @@ FORMATS: dict[str, Format] = {f.name: f for f in [
     Format("dense", "Vector Dense", VECTOR, (("len", INT), ("V", VALUES)),
            "sum(<_, i> in (0:len)) { unique(i) -> V(i) }", _vector_dense, (True,)),
     Format("coo", "Vector COO", VECTOR, (("len", INT), ("row", INDEX), ("val", VALUES)),
-           "sum(<_, i> in (0:len)) { unique(row(i)) -> val(i) }", _vector_coo, (False,)),
+           "sum(<_, i> in (0:len)) { unique(row(i)) -> val(i) }", _vector_coo, (False,),
+           (("row", None),)),
     Format("csr", "Matrix CSR", MATRIX,
            (("len", INT), ("pos", INDEX), ("idx", INDEX), ("val", VALUES)),
            """sum(<_, i> in (0:len))
                 { unique(i) ->
                     sum(<p, j> in idx(pos(i):pos(i+1)))
-                      { unique(j) -> val(p) } }""", _csr, (True, False)),
+                      { unique(j) -> val(p) } }""", _csr, (True, False),
+           (("idx", "pos"),)),
     # a column's rows are not unique across columns: no unique on the outer key
     Format("csc", "Matrix CSC", MATRIX,
            (("len", INT), ("pos", INDEX), ("idx", INDEX), ("val", VALUES)),
            """sum(<_, j> in (0:len))
                 sum(<p, i> in idx(pos(j):pos(j+1)))
-                  { i -> { j -> val(p) } }""", _csc, (False, True)),
+                  { i -> { j -> val(p) } }""", _csc, (False, True), (("idx", "pos"),)),
     Format("coo_matrix", "Matrix COO", MATRIX,
            (("len", INT), ("row", INDEX), ("col", INDEX), ("val", VALUES)),
            "sum(<_, p> in (0:len)) { row(p) -> { col(p) -> val(p) } }", _matrix_coo,
@@ -189,7 +195,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in [
                       { unique(j) ->
                           sum(<p3, k> in idx3(pos3(p2):pos3(p2+1)))
                             { unique(k) -> val(p3) } } }""", _csf,
-           (False, False, False)),
+           (False, False, False), (("idx1", None), ("idx2", "pos2"), ("idx3", "pos3"))),
 ]}
 
 #: what users may write: ``coo`` and ``dense`` name the vector or the matrix format
