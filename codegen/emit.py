@@ -11,9 +11,9 @@ the result (``codegen/sdqlite_runtime.h``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import assert_never
+from typing import Literal, assert_never
 
 from codegen.dps import (
     RESULT,
@@ -55,7 +55,18 @@ from sdqlite.syntax.ast import (
     Var,
 )
 from sdqlite.syntax.ops import UNARY_OPS
-from sdqlite.syntax.types import BOOL, INT, REAL, BoolT, DictT, IntT, RealT, Type, otimes
+from sdqlite.syntax.types import (
+    BOOL,
+    INT,
+    REAL,
+    BoolT,
+    DictT,
+    IntT,
+    RealT,
+    Type,
+    otimes,
+    scalar_of,
+)
 
 RUNTIME = "sdqlite_runtime.h"
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -94,15 +105,44 @@ CPP_KEYWORDS = frozenset((
     "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch",
     "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid",
     "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t",
-    "while", "xor", "xor_eq", "std", "sdql", "sdql_ops", "result", "data", "st", "out",
-    "next", "main", "NULL", "size",
+    "while", "xor", "xor_eq", "std", "result", "data", "lens", "st", "out", "next", "main",
+    "size",
 ))
+
+#: the macros with a lowercase letter that the runtime's headers define (glibc 2.36,
+#: libstdc++ 12, Boost 1.81), but those starting with "_" or "M_" (renamed by rule):
+#: a variable spelt so would be replaced by the preprocessor.  tests/test_codegen.py
+#: holds this list against what the compiler defines (g++ -dM -E).
+C_MACROS = frozenset((
+    "L_ctermid", "L_cuserid", "L_tmpnam", "P_tmpdir", "alloca", "assert", "assert_perror",
+    "be16toh", "be32toh", "be64toh", "errno", "htobe16", "htobe32", "htobe64", "htole16",
+    "htole32", "htole64", "issubnormal", "le16toh", "le32toh", "le64toh",
+    "math_errhandling", "offsetof", "pthread_cleanup_pop", "pthread_cleanup_pop_restore_np",
+    "pthread_cleanup_push", "pthread_cleanup_push_defer_np", "sa_handler", "sa_sigaction",
+    "sched_priority", "si_addr", "si_addr_lsb", "si_arch", "si_band", "si_call_addr",
+    "si_fd", "si_int", "si_lower", "si_overrun", "si_pid", "si_pkey", "si_ptr", "si_status",
+    "si_stime", "si_syscall", "si_timerid", "si_uid", "si_upper", "si_utime", "si_value",
+    "sigev_notify_attributes", "sigev_notify_function", "sigmask", "stderr", "stdin",
+    "stdout", "strdupa", "strndupa",
+))
+
+
+def reserved(name: str) -> bool:
+    """A name generated code must not use for a variable: a keyword, a name of the entry
+    point's, a macro (those above, and by convention any name in capitals of two
+    characters or more, or starting with "M_"), or the runtime's prefix."""
+    return name in CPP_KEYWORDS or name in C_MACROS or _macro_like(name)
+
+
+def _macro_like(name: str) -> bool:
+    return (name.startswith(("sdql", "M_"))
+            or (len(name) > 1 and name.upper() == name and not name.isdigit()))
 
 
 class Names:
     """SDQLite (IR) names → distinct C++ identifiers: a prime becomes ``_d`` (``x'`` →
-    ``x_d``), a leading ``_`` (reserved in C++) gets a ``v`` before it, and keywords, the
-    entry point's own names and names taken already get a ``_`` after them."""
+    ``x_d``), a leading ``_`` (reserved in C++) gets a ``v`` before it, and a ``reserved``
+    name or one taken already gets a ``_`` after it."""
 
     def __init__(self) -> None:
         self.table: dict[str, str] = {RESULT: "result"}
@@ -113,65 +153,113 @@ class Names:
             base = name.replace("'", "_d")
             if base.startswith("_"):  # appending never ends that: it looped for ``_t``
                 base = "v" + base
-            while base in CPP_KEYWORDS or base in self.used:
+            if _macro_like(base):
+                base = "v_" + base  # appending would keep it capitals
+            while reserved(base) or base in self.used:
                 base += "_"
             self.table[name] = base
             self.used.add(base)
         return self.table[name]
 
 
+#: where a kernel's result goes (``codegen/results.py`` chooses):
+#:   value  built by the kernel, handed back as its buffers
+#:   vec    the same, its outer layer an array of the n positions the caller gives
+#:   dense  every layer an array of known size over reals, written in place into the
+#:          caller's zeroed memory (its shape given by the caller)
+Destination = Literal["value", "vec", "dense"]
+
+#: the C++ element type of a flat array, by numpy dtype name
+FLAT_TYPES = {"float64": "double", "int64": "sdql::i64", "int32": "std::int32_t"}
+
+
 @dataclass
 class Kernel:
     """One generated kernel: its C++ text, the entry point's name, its inputs in the order
-    the entry point decodes them, its result type, and the spans its failures refer to."""
+    the entry point reads them (``flat`` ones as one buffer each, read in place: a flat
+    array's element type, by name; the others as their 2L + 1 buffers, ``codegen/data.py``),
+    its result type as it comes back, where it goes (``dest``), and the spans its failures
+    refer to."""
 
     name: str
     source: str
-    inputs: tuple[tuple[str, Type], ...]  # ending with DEST_SIZE for a dense destination
-    result: Type  # as the buffers come back: a dense destination's layer is dense
+    inputs: tuple[tuple[str, Type], ...]
+    result: Type  # as the result comes back: a dense destination's layers are dense
     spans: list[Span | None] = field(default_factory=list)
     ops: frozenset[str] = frozenset()  # the unary operations it calls
+    flat: dict[str, str] = field(default_factory=dict)  # input -> C++ element type
+    dest: Destination = "value"
 
     @property
     def entry(self) -> str:
-        return f"sdql_{self.name}"
+        return f"sdql_entry_{self.name}"
 
 
-#: the last input of a kernel with a dense destination: the size of its outer layer
-DEST_SIZE = "%size"
-
-
-def emit_kernel(name: str, low: Lowered, comment: str = "", *, dense_result: bool
-                ) -> Kernel:
-    """The kernel ``name`` and its entry point for the lowered program ``low``.  With
-    ``dense_result`` (a dictionary result whose keys lie in 0 .. n-1), the destination's
-    outer layer is an array of n positions, n given by the caller."""
+def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination = "value",
+                flat: Mapping[str, str] | None = None) -> Kernel:
+    """The kernel ``name`` and its entry point for the lowered program ``low``.  ``dest``
+    says where the result goes; ``flat`` names the inputs read in place as flat arrays,
+    with their C++ element types (32-bit index arrays stay 32-bit)."""
+    flats = dict(flat or {})
     em = _Emitter(Names(), {x: t for x, t in low.inputs} | {RESULT: low.type}, [], set())
-    result, inputs = low.type, low.inputs
-    dest = cpp_type(result)
-    if dense_result:
-        assert isinstance(result, DictT) and not result.dense, "a dictionary result"
-        dest = f"sdql::vec<{cpp_type(result.val)}>"
-        result, inputs = DictT(result.val, dense=True), (*inputs, (DEST_SIZE, INT))
-    params = [f"{_param_type(t)} {em.names(x)}" for x, t in low.inputs]
-    params.append(f"{dest}& result")
+    dest_type, made = _destination(low.type, dest)
+    params = [f"{_param_type(t, flats.get(x))} {em.names(x)}" for x, t in low.inputs]
+    params.append(f"{dest_type}& result")
     body = em.block(low.body, 1)
-    decode = "".join(f"    const auto {em.names(x)} = sdql::decode<{cpp_type(t)}>(data, next);\n"
-                     for x, t in low.inputs)
-    if dense_result:
-        decode += "    const auto size = sdql::decode<sdql::i64>(data, next);\n"
+    read = "".join(
+        f"    const auto {em.names(x)} = sdql::flat<{flats[x]}>(data, lens, next);\n"
+        if x in flats else
+        f"    const auto {em.names(x)} = sdql::decode<{cpp_type(t)}>(data, next);\n"
+        for x, t in low.inputs)
     args = ", ".join([*(em.names(x) for x, _ in low.inputs), "result"])
+    function = f"sdql_kernel_{name}"
     text = "".join(f"// {line}\n" for line in comment.splitlines())
-    text += (f"static void {name}({', '.join(params)}) {{\n{body}}}\n\n"
-             f"extern \"C\" int sdql_{name}(void* const* data, sdql::status* st, "
-             f"sdql::output** out) {{\n"
-             f"  return sdql::run(st, out, [&] {{\n"
-             f"    sdql::i64 next = 0;\n{decode}"
-             f"    {dest} result{{{'size' if dense_result else ''}}};\n"
-             f"    {name}({args});\n"
-             f"    return sdql::encode(result);\n"
+    text += (f"static void {function}({', '.join(params)}) {{\n{body}}}\n\n"
+             f"extern \"C\" int sdql_entry_{name}(void* const* data, const sdql::i64* lens, "
+             f"sdql::status* st, sdql::output** out) {{\n"
+             f"  return sdql::run(st, out, [&]() -> sdql::output* {{\n"
+             f"    sdql::i64 next = 0;\n{read}"
+             f"    {made}\n"
+             f"    {function}({args});\n"
+             f"    return {'nullptr' if dest == 'dense' else 'sdql::encode(result)'};\n"
              f"  }});\n}}\n")
-    return Kernel(name, text, inputs, result, em.spans, frozenset(em.ops))
+    result = {"value": low.type, "vec": _dense_layers(low.type, 1),
+              "dense": _dense_layers(low.type, None)}[dest]
+    return Kernel(name, text, low.inputs, result, em.spans, frozenset(em.ops), flats, dest)
+
+
+def _destination(t: Type, dest: Destination) -> tuple[str, str]:
+    """The destination's C++ type, and the statement that makes it (after the inputs:
+    the caller's memory and sizes come next)."""
+    match dest:
+        case "value":
+            return cpp_type(t), f"{cpp_type(t)} result{{}};"
+        case "vec":
+            assert isinstance(t, DictT) and not t.dense, "a dictionary result"
+            vec = f"sdql::vec<{cpp_type(t.val)}>"
+            return vec, f"{vec} result{{lens[next]}};"
+        case "dense":
+            depth = len(_layers(t))
+            assert depth and scalar_of(t) == REAL, "reals under dictionary layers"
+            ref = f"sdql::dense_ref<{depth}>"
+            return ref, f"{ref} result{{static_cast<double*>(data[next]), lens + next}};"
+        case _:
+            assert_never(dest)
+
+
+def _layers(t: Type) -> list[DictT]:
+    out = []
+    while isinstance(t, DictT):
+        out.append(t)
+        t = t.val
+    return out
+
+
+def _dense_layers(t: Type, depth: int | None) -> Type:
+    """``t`` with its first ``depth`` layers (all, for None) dense."""
+    if not isinstance(t, DictT) or depth == 0:
+        return t
+    return DictT(_dense_layers(t.val, None if depth is None else depth - 1), dense=True)
 
 
 def translation_unit(kernels: Sequence[Kernel]) -> str:
@@ -191,7 +279,9 @@ def translation_unit(kernels: Sequence[Kernel]) -> str:
             + namespace + "\n".join(k.source for k in kernels))
 
 
-def _param_type(t: Type) -> str:
+def _param_type(t: Type, flat: str | None = None) -> str:
+    if flat is not None:
+        return f"const sdql::arr<{flat}>&"
     return cpp_type(t) if _scalar(t) else f"const {cpp_type(t)}&"
 
 
@@ -218,7 +308,7 @@ class _Emitter:
                 decl = f"const {cpp_type(t)}" if _scalar(t) else "const auto&"
                 return f"{pad}{decl} {self.names(name)} = {code};\n"
             case Enter(name, dest, _):  # a destination: written into, never read
-                return f"{pad}auto& {self.names(name)} = {self.dest(dest)};\n"
+                return f"{pad}auto&& {self.names(name)} = {self.dest(dest)};\n"
             case Loop(key, val, dom, dt, body):
                 return self.loop(key, val, dom, dt, body, depth)
             case When(cond, body):
@@ -268,7 +358,8 @@ class _Emitter:
             case _:
                 raise CodegenError("a loop over a domain that was not named (internal)",
                                    dom.span)
-        return f"{pad}{head}{self.block(body, depth + 1)}{pad}}}\n"
+        poll = f"{pad}  SDQL_POLL();  // Ctrl-C stops the kernel\n"
+        return f"{pad}{head}{poll}{self.block(body, depth + 1)}{pad}}}\n"
 
     def dest(self, d: Dest) -> str:
         return self.names(d.root) + "".join(f"[{self.expr(k)[0]}]" for k in d.keys)

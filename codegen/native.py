@@ -1,15 +1,22 @@
 """Calling a built kernel: buffers in, buffers out, failures as SDQLite errors.
 
-The entry point ``sdql_<name>(data, status, out)`` reads its inputs from an array of
-buffer pointers (``codegen/data.py``), and hands back an output handle whose buffers are
-copied into numpy arrays and then freed.  A failure inside the kernel comes back as a
-status: a unary operation outside its domain (re-raised by the interpreter's own
-``unop``, so both backends say the same), real or integer overflow, or out of memory.
+The entry point ``sdql_entry_<name>(data, lens, status, out)`` reads its inputs from an
+array of buffer pointers and their lengths (``codegen/data.py``): a flat array as one
+buffer read in place, any other value as its 2L + 1 buffers.  A dense destination is
+the caller's zeroed numpy array, written in place (its pointer and shape come last); any
+other result comes back as an output handle whose buffers numpy reads without a copy,
+owned by an object that frees the handle when the last array over it goes.
+
+A failure inside the kernel comes back as a status: a unary operation outside its domain
+(re-raised by the interpreter's own ``unop``, so both backends say the same), real or
+integer overflow, out of memory, or Ctrl-C (called from the main thread, the kernel
+stops within a loop iteration and ``KeyboardInterrupt`` is raised, nothing leaked).
 """
 
 from __future__ import annotations
 
 import ctypes
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,13 +27,42 @@ from codegen.data import Buffers, layers, leaf_dtype
 from codegen.emit import Kernel
 from sdqlite.errors import CodegenError, EvalError
 from sdqlite.syntax.ops import UNARY_OPS
+from semantics.interp import unop
 
-DOMAIN, RANGE, REAL_OVERFLOW, INT_OVERFLOW, NO_MEMORY, OUTSIDE = 1, 2, 3, 4, 5, 7
+DOMAIN, RANGE, REAL_OVERFLOW, INT_OVERFLOW, NO_MEMORY, OUTSIDE, INTERRUPTED = (
+    1, 2, 3, 4, 5, 7, 8)
+CATCH_SIGINT = 1  # Status.flags: the kernel stops on Ctrl-C
 
 
 class Status(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_int64), ("op", ctypes.c_int64), ("span", ctypes.c_int64),
-                ("value", ctypes.c_double), ("message", ctypes.c_char * 256)]
+    _fields_ = [("flags", ctypes.c_int64), ("code", ctypes.c_int64), ("op", ctypes.c_int64),
+                ("span", ctypes.c_int64), ("value", ctypes.c_double),
+                ("message", ctypes.c_char * 256)]
+
+
+class Output:
+    """A kernel's output handle; freed when this object goes (numpy arrays over its
+    buffers keep it).  It exists before the call, so that an interrupt between the
+    kernel's return and the reading of its buffers leaks nothing."""
+
+    def __init__(self, free: Any) -> None:
+        self.handle = ctypes.c_void_p()
+        self._free = free
+
+    def __del__(self) -> None:
+        if self.handle.value:
+            self._free(self.handle)
+            self.handle.value = None
+
+
+class _View:
+    """A buffer of an ``Output`` as numpy sees it (``__array_interface__``), keeping the
+    output alive as long as an array over it is."""
+
+    def __init__(self, owner: Output, ptr: int, n: int, dtype: Any) -> None:
+        self.owner = owner
+        self.__array_interface__ = {"shape": (n,), "typestr": np.dtype(dtype).str,
+                                    "data": (ptr, False), "version": 3}
 
 
 @dataclass
@@ -39,8 +75,8 @@ class Native:
     def __post_init__(self) -> None:
         lib = self.built.library
         self.entry = getattr(lib, self.kernel.entry)
-        self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(Status),
-                               ctypes.POINTER(ctypes.c_void_p)]
+        self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64),
+                               ctypes.POINTER(Status), ctypes.POINTER(ctypes.c_void_p)]
         self.entry.restype = ctypes.c_int
         self.buffer = lib.sdql_output_buffer
         self.buffer.argtypes = [ctypes.c_void_p, ctypes.c_int64,
@@ -49,34 +85,47 @@ class Native:
         self.free = lib.sdql_output_free
         self.free.argtypes = [ctypes.c_void_p]
         self.free.restype = None
-        self.live = lib.sdql_outputs_live  # results not yet freed (none between calls)
+        self.live = lib.sdql_outputs_live  # results not yet freed
         self.live.argtypes = []
         self.live.restype = ctypes.c_int64
 
-    def __call__(self, inputs: list[Buffers]) -> Buffers:
-        """Run on the inputs' buffers (in the kernel's input order); the result's buffers."""
-        arrays = [a for bufs in inputs for a in bufs]
-        for a in arrays:
-            assert a.flags.c_contiguous, "buffers are contiguous"
-        data = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
-        status, out = Status(), ctypes.c_void_p()
-        if self.entry(data, ctypes.byref(status), ctypes.byref(out)) != 0:
+    def __call__(self, inputs: list[Buffers], dest: Any = None) -> Buffers:
+        """Run on the inputs' buffers (in the kernel's input order): the result's buffers,
+        or ``[dest]`` for a dense destination (a zeroed C-contiguous float64 array)."""
+        ptrs: list[int | None] = []
+        lens: list[int] = []
+        for bufs in inputs:
+            for a in bufs:
+                assert a.flags.c_contiguous, "buffers are contiguous"
+                ptrs.append(a.ctypes.data)
+                lens.append(a.size)
+        if self.kernel.dest == "dense":
+            assert dest is not None and dest.flags.c_contiguous and dest.dtype == np.float64
+            ptrs += [dest.ctypes.data] + [None] * (dest.ndim - 1)
+            lens += list(dest.shape)
+        elif self.kernel.dest == "vec":
+            ptrs.append(None)
+            lens.append(int(dest))
+        n = max(1, len(ptrs))
+        status = Status(flags=CATCH_SIGINT if _main_thread() else 0)
+        out = Output(self.free)
+        code = self.entry((ctypes.c_void_p * n)(*ptrs), (ctypes.c_int64 * n)(*lens),
+                          ctypes.byref(status), ctypes.byref(out.handle))
+        if code != 0:
             raise self.failure(status)
-        try:
-            t = self.kernel.result
-            result: Buffers = []
-            for k in range(2 * len(layers(t)) + 1):
-                ptr = ctypes.c_void_p()
-                n = self.buffer(out, k, ctypes.byref(ptr))
-                dtype = np.int64 if k < 2 * len(layers(t)) else leaf_dtype(t)
-                result.append(_copy(ptr.value, n, dtype))
-            return result
-        finally:
-            self.free(out)
+        if self.kernel.dest == "dense":
+            return [dest]
+        t = self.kernel.result
+        result: Buffers = []
+        for k in range(2 * len(layers(t)) + 1):
+            ptr = ctypes.c_void_p()
+            count = self.buffer(out.handle, k, ctypes.byref(ptr))
+            dtype = np.int64 if k < 2 * len(layers(t)) else leaf_dtype(t)
+            result.append(np.zeros(0, dtype=dtype) if count == 0 or not ptr.value else
+                          np.asarray(_View(out, ptr.value, count, dtype)))
+        return result
 
-    def failure(self, st: Status) -> Exception:
-        from semantics.interp import unop
-
+    def failure(self, st: Status) -> BaseException:
         span = self.kernel.spans[st.span] if 0 <= st.span < len(self.kernel.spans) else None
         if st.code in (DOMAIN, RANGE):
             name = list(UNARY_OPS)[st.op]
@@ -95,13 +144,14 @@ class Native:
             return EvalError("out of memory while running the compiled code")
         if st.code == OUTSIDE:
             return CodegenError(f"the compiled code wrote key {int(st.value)} outside the "
-                                "result's size: the sizes analysis (sdqlite/check/sizes.py) was "
-                                "wrong here; please report it")
+                                "result's size: the sizes analysis (sdqlite/check/sizes.py) "
+                                "was wrong here; please report it")
+        if st.code == INTERRUPTED:
+            return KeyboardInterrupt()
         return CodegenError(f"the compiled code failed: {st.message.decode(errors='replace')}")
 
 
-def _copy(ptr: int | None, n: int, dtype: Any) -> Any:
-    if n == 0 or ptr is None:
-        return np.zeros(0, dtype=dtype)
-    raw = (ctypes.c_char * (n * np.dtype(dtype).itemsize)).from_address(ptr)  # any size:
-    return np.frombuffer(raw, dtype=dtype).copy()  # string_at's length is a C int
+def _main_thread() -> bool:
+    """Only the main thread takes SIGINT in Python: a kernel run from another thread
+    leaves the handler alone."""
+    return threading.current_thread() is threading.main_thread()

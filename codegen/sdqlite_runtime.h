@@ -9,12 +9,17 @@
 //                                    caller memory or a shared buffer (copy on write)
 //   int, real, bool   sdql::i64, double, bool
 //   a destination     sdql::vec<D>   the outer layer of a result whose keys are known to lie
-//                                    in 0 .. n-1 (sdqlite/sizes.py), n given by the caller
+//                                    in 0 .. n-1 (sdqlite/check/sizes.py), n given by the caller
+//                     sdql::dense_ref<L>  L layers of known sizes over reals, written in place
+//                                    into the caller's (numpy's) zeroed memory, row major
 //
 // `+` and `*` (the tensor product) are add/mul, with in-place forms for destinations
 // (add_into, mul_add_into).  Integer arithmetic is checked (64 bits; the interpreter's
 // integers are unbounded), real overflow is read off the floating-point flags.  Failures
-// are thrown as sdql::failure and reported through the entry point's status.
+// are thrown as sdql::failure and reported through the entry point's status; so is an
+// interrupt (Ctrl-C), which the loops poll.  The caller's arrays are checked once, before
+// any kernel reads them (sdql_check_*: bounds, monotone pointers, sorted unique keys,
+// finite values), by the front door (codegen/inputs.py).
 #pragma once
 
 #include <boost/unordered/unordered_flat_map.hpp>
@@ -23,6 +28,7 @@
 #include <atomic>
 #include <cfenv>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -39,7 +45,7 @@ using i64 = std::int64_t;
 // ---- failures ---------------------------------------------------------------------------
 
 enum code : i64 { OK = 0, DOMAIN = 1, RANGE = 2, REAL_OVERFLOW = 3, INT_OVERFLOW = 4,
-                  NO_MEMORY = 5, OTHER = 6, OUTSIDE = 7 };
+                  NO_MEMORY = 5, OTHER = 6, OUTSIDE = 7, INTERRUPTED = 8 };
 
 struct failure {
   i64 code, op, span;  // op: index in the unary-operation table; span: index in the span table
@@ -47,6 +53,7 @@ struct failure {
 };
 
 struct status {
+  i64 flags;  // set by the caller: 1 = stop on Ctrl-C
   i64 code, op, span;
   double value;
   char message[256];
@@ -55,6 +62,13 @@ struct status {
 [[noreturn]] inline void fail(i64 c, i64 op = -1, double value = 0, i64 span = -1) {
   throw failure{c, op, span, value};
 }
+
+// Set by the SIGINT handler that run() installs while a kernel runs; polled by every loop.
+inline std::atomic<int> interrupted{0};
+
+#define SDQL_POLL() \
+  if (__builtin_expect(::sdql::interrupted.load(std::memory_order_relaxed), 0)) \
+  ::sdql::fail(::sdql::INTERRUPTED)
 
 inline i64 iadd(i64 a, i64 b) {
   i64 r;
@@ -110,6 +124,29 @@ template <class V> struct vec {
   }
 };
 
+// L destination layers of known sizes over reals, written into the caller's zeroed memory
+// (row major, shape[0] x ... x shape[L-1]): a[k] is the sub-array of the first layer's
+// key k, and at the last layer the real itself.  Keys are checked as vec's are.
+template <int L> struct dense_ref {
+  double* p;
+  const i64* shape;
+  i64 stride;  // the reals under one key of the first layer
+
+  dense_ref(double* p_, const i64* shape_) : p(p_), shape(shape_), stride(1) {
+    for (int l = 1; l < L; l++) stride *= shape[l];
+  }
+  dense_ref(double* p_, const i64* shape_, i64 stride_) : p(p_), shape(shape_), stride(stride_) {}
+
+  decltype(auto) operator[](i64 k) const {
+    if (k < 0 || k >= shape[0]) fail(OUTSIDE, -1, double(k));
+    if constexpr (L == 1) {
+      return static_cast<double&>(p[k]);
+    } else {
+      return dense_ref<L - 1>(p + k * stride, shape + 1, stride / shape[1]);
+    }
+  }
+};
+
 template <class T> struct is_dict : std::false_type {};
 template <class V> struct is_dict<dict<V>> : std::true_type {};
 template <class T> struct is_arr : std::false_type {};
@@ -135,6 +172,7 @@ template <class T> const T& zero() {
 
 inline bool is_zero(double x) { return x == 0; }
 inline bool is_zero(i64 x) { return x == 0; }
+inline bool is_zero(std::int32_t x) { return x == 0; }
 template <class V> bool is_zero(const dict<V>& d) { return d.empty(); }
 // an array counts as zero (inside a dictionary) when every position holds zero
 template <class V> bool is_zero(const arr<V>& a) {
@@ -153,6 +191,8 @@ template <class T> void prune(T& x) {
     boost::unordered::erase_if(x, [](const auto& kv) { return is_zero(kv.second); });
   }
 }
+
+template <int L> void prune(const dense_ref<L>&) {}  // it stores reals at every position
 
 template <class V> void prune(vec<V>& x) {  // a dense destination keeps its positions
   if constexpr (is_dict<V>::value)
@@ -174,6 +214,11 @@ template <class V> const V& lookup(const dict<V>& d, i64 k) {  // never inserts
 
 template <class V> const V& lookup(const arr<V>& a, i64 k) {  // zero out of range
   return k >= a.start && k < a.end() ? a.at(k) : zero<V>();
+}
+
+// An index array of 32-bit integers (scipy's default) reads as 64-bit ints.
+inline i64 lookup(const arr<std::int32_t>& a, i64 k) {
+  return k >= a.start && k < a.end() ? i64(a.at(k)) : 0;
 }
 
 // A lookup into a temporary returns its entry by value (a reference would dangle).
@@ -247,6 +292,20 @@ template <class V> void add_into(vec<V>& a, const dict<V>& b) {
   for (const auto& [k, v] : b) add_into(a[k], v);
 }
 
+template <int L, class V> void add_into(dense_ref<L> a, const arr<V>& b) {
+  for (i64 k = b.start; k < b.end(); k++) {
+    decltype(auto) entry = a[k];
+    add_into(entry, b.at(k));
+  }
+}
+
+template <int L, class V> void add_into(dense_ref<L> a, const dict<V>& b) {
+  for (const auto& [k, v] : b) {
+    decltype(auto) entry = a[k];
+    add_into(entry, v);
+  }
+}
+
 inline double add(double a, double b) { return a + b; }
 inline i64 add(i64 a, i64 b) { return iadd(a, b); }
 template <class T> T add(const T& a, const T& b) {
@@ -300,7 +359,7 @@ template <class A, class B> otimes_t<A, B> mul(const A& a, const B& b) {
 }
 
 // dest += s * b without building s * b (destination-passing style)
-template <class D, class S, class B> void scale_add_into(D& dest, S s, const B& b) {
+template <class D, class S, class B> void scale_add_into(D&& dest, S s, const B& b) {
   if constexpr (is_scalar_v<B>) {
     add_into(dest, scalar_mul(s, b));
   } else if constexpr (is_dict<B>::value) {
@@ -311,7 +370,7 @@ template <class D, class S, class B> void scale_add_into(D& dest, S s, const B& 
 }
 
 // dest += a * b without building a * b; entries that became zero stay until prune()
-template <class D, class A, class B> void mul_add_into(D& dest, const A& a, const B& b) {
+template <class D, class A, class B> void mul_add_into(D&& dest, const A& a, const B& b) {
   if constexpr (is_scalar_v<A>) {
     scale_add_into(dest, a, b);
   } else if constexpr (is_dict<A>::value) {
@@ -341,6 +400,7 @@ template <class V> struct depth<vec<V>> : std::integral_constant<int, 1 + depth<
 template <class T> struct leaf { using type = T; };
 template <class V> struct leaf<dict<V>> : leaf<V> {};
 template <class V> struct leaf<arr<V>> : leaf<V> {};
+template <class V> struct leaf<vec<V>> : leaf<V> {};
 
 template <class T> T decode_at(const layer* L, const void* vals, i64 inst) {
   if constexpr (is_scalar_v<T>) {
@@ -391,6 +451,16 @@ template <class T> T decode(void* const* data, i64& next) {
   return decode_at<T>(L, data[next++], 0);
 }
 
+// A flat array of the caller's, read in place: one buffer (its values) and its count in
+// `lens`; positions 0 .. n-1.  The storage formats' arrays and 1-d numpy inputs come so.
+template <class V> arr<V> flat(void* const* data, const i64* lens, i64& next) {
+  arr<V> a;
+  a.n = lens[next];
+  a.p = a.n > 0 ? static_cast<const V*>(data[next]) : nullptr;
+  next++;
+  return a;
+}
+
 inline std::atomic<i64> outputs_live{0};  // results made and not yet released
 
 struct output {
@@ -431,26 +501,74 @@ template <class T> void encode_at(const T& x, output& o, int level) {
   }
 }
 
+// How many instances (and leaves) each layer below x holds: encode reserves them first.
+template <class T> void count_at(const T& x, i64* n) {
+  if constexpr (is_scalar_v<T>) {
+    n[0]++;
+  } else if constexpr (is_dict<T>::value) {
+    n[0] += i64(x.size());
+    for (const auto& kv : x) count_at(kv.second, n + 1);
+  } else if constexpr (is_arr<T>::value) {
+    n[0] += x.n;
+    for (i64 i = 0; i < x.n; i++) count_at(x.p[i], n + 1);
+  } else {  // vec
+    n[0] += i64(x.items.size());
+    for (const auto& v : x.items) count_at(v, n + 1);
+  }
+}
+
 template <class T> output* encode(const T& x) {
   auto o = std::make_unique<output>();  // released if encoding throws (bad_alloc)
-  o->index.resize(std::size_t(2 * depth<T>::value));
-  for (std::size_t l = 0; l < o->index.size(); l += 2) o->index[l].push_back(0);
+  constexpr int D = depth<T>::value;
+  i64 n[D + 1] = {};
+  if constexpr (D > 0) count_at(x, n); else n[0] = 1;
+  o->index.resize(std::size_t(2 * D));
+  i64 instances = 1;
+  for (int l = 0; l < D; l++) {
+    o->index[std::size_t(2 * l)].reserve(std::size_t(instances + 1));
+    o->index[std::size_t(2 * l + 1)].reserve(std::size_t(is_scalar_v<T> ? 0 : n[l]));
+    o->index[std::size_t(2 * l)].push_back(0);
+    instances = n[l];
+  }
+  if constexpr (std::is_same_v<typename leaf<T>::type, double>) o->reals.reserve(std::size_t(n[D]));
+  else o->ints.reserve(std::size_t(n[D]));
   encode_at(x, *o, 0);
   return o.release();
 }
 
-// Run a kernel: clear the floating-point flags, report failures through `st`.
+// Ctrl-C while a kernel runs: the handler run() installs sets the flag the loops poll.
+inline void on_sigint(int) { interrupted.store(1, std::memory_order_relaxed); }
+
+struct sigint_guard {  // installed for a call from the main thread; the old handler restored
+  bool on;
+  struct sigaction old {};
+  explicit sigint_guard(bool on_) : on(on_) {
+    if (!on) return;
+    struct sigaction mine {};
+    mine.sa_handler = on_sigint;
+    sigemptyset(&mine.sa_mask);
+    sigaction(SIGINT, &mine, &old);
+  }
+  ~sigint_guard() {
+    if (on) sigaction(SIGINT, &old, nullptr);
+  }
+};
+
+// Run a kernel: clear the floating-point flags, report failures through `st`.  The
+// caller sets st->flags to 1 to have Ctrl-C stop the kernel (INTERRUPTED).
 template <class F> int run(status* st, output** out, F&& kernel) {
+  const bool catch_sigint = st->flags & 1;
   std::memset(st, 0, sizeof(status));
   st->op = st->span = -1;
+  *out = nullptr;
+  interrupted.store(0, std::memory_order_relaxed);
+  sigint_guard guard(catch_sigint);
   try {
     std::feclearexcept(FE_ALL_EXCEPT);
-    output* o = kernel();
-    if (std::fetestexcept(FE_OVERFLOW | FE_INVALID | FE_DIVBYZERO)) {
-      delete o;
-      fail(REAL_OVERFLOW);
-    }
-    *out = o;
+    std::unique_ptr<output> o(kernel());
+    if (interrupted.load(std::memory_order_relaxed)) fail(INTERRUPTED);
+    if (std::fetestexcept(FE_OVERFLOW | FE_INVALID | FE_DIVBYZERO)) fail(REAL_OVERFLOW);
+    *out = o.release();
     return 0;
   } catch (const failure& f) {
     st->code = f.code;
@@ -464,6 +582,93 @@ template <class F> int run(status* st, output** out, F&& kernel) {
     std::strncpy(st->message, e.what(), sizeof(st->message) - 1);
   }
   return int(st->code);
+}
+
+// ---- checking the caller's arrays, once per call (the front door) --------------------------
+//
+// facts[0]: 1 when the keys are sorted and unique within each segment (canonical);
+// facts[1], facts[2]: the smallest and largest inner key of an entry whose value is not
+// zero (1 and 0 when there is none); facts[3], facts[4]: the same for the outer keys;
+// facts[7]: how many entries store a zero.
+// The result is 0, or what is wrong: facts[5] says where (a position) and facts[6] what.
+
+enum check : i64 { CHECK_OK = 0, CHECK_POS_START = 1, CHECK_POS_ORDER = 2, CHECK_POS_END = 3,
+                   CHECK_KEY = 4, CHECK_VALUE = 5, CHECK_OUTER_KEY = 6 };
+
+inline void note(i64* facts, int at, i64 k) {
+  if (facts[at] > facts[at + 1]) {
+    facts[at] = facts[at + 1] = k;
+  } else {
+    facts[at] = std::min(facts[at], k);
+    facts[at + 1] = std::max(facts[at + 1], k);
+  }
+}
+
+inline i64 wrong(i64* facts, i64 code, i64 where, i64 what) {
+  facts[5] = where;
+  facts[6] = what;
+  return code;
+}
+
+template <class P, class I>
+i64 check_compressed(const P* pos, const I* idx, const double* val, i64 n_outer, i64 n_inner,
+                     i64 nnz, i64* facts) {
+  facts[0] = 1;
+  facts[1] = facts[3] = 1;
+  facts[2] = facts[4] = facts[7] = 0;
+  if (i64(pos[0]) != 0) return wrong(facts, CHECK_POS_START, 0, i64(pos[0]));
+  for (i64 o = 0; o < n_outer; o++) {
+    const i64 a = i64(pos[o]), b = i64(pos[o + 1]);
+    if (b < a || b > nnz) return wrong(facts, CHECK_POS_ORDER, o + 1, b);
+    bool stored = false;
+    for (i64 e = a; e < b; e++) {
+      const i64 k = i64(idx[e]);
+      if (k < 0 || k >= n_inner) return wrong(facts, CHECK_KEY, e, k);
+      if (!std::isfinite(val[e])) return wrong(facts, CHECK_VALUE, e, 0);
+      if (e > a && k <= i64(idx[e - 1])) facts[0] = 0;
+      if (val[e] != 0) {
+        stored = true;
+        note(facts, 1, k);
+      } else {
+        facts[7]++;
+      }
+    }
+    if (stored) note(facts, 3, o);
+  }
+  if (i64(pos[n_outer]) != nnz) return wrong(facts, CHECK_POS_END, n_outer, i64(pos[n_outer]));
+  return CHECK_OK;
+}
+
+// Coordinates: outer keys (rows, or a vector's keys), inner keys (columns; none for a
+// vector).  Canonical: the (outer, inner) pairs strictly increasing.
+template <class R, class C>
+i64 check_coo(const R* outer, const C* inner, const double* val, i64 nnz, i64 n_outer,
+              i64 n_inner, i64* facts) {
+  facts[0] = 1;
+  facts[1] = facts[3] = 1;
+  facts[2] = facts[4] = facts[7] = 0;
+  for (i64 e = 0; e < nnz; e++) {
+    const i64 r = i64(outer[e]), c = inner ? i64(inner[e]) : 0;
+    if (r < 0 || r >= n_outer) return wrong(facts, CHECK_OUTER_KEY, e, r);
+    if (inner && (c < 0 || c >= n_inner)) return wrong(facts, CHECK_KEY, e, c);
+    if (!std::isfinite(val[e])) return wrong(facts, CHECK_VALUE, e, 0);
+    if (e > 0) {
+      const i64 r0 = i64(outer[e - 1]), c0 = inner ? i64(inner[e - 1]) : 0;
+      if (r < r0 || (r == r0 && c <= c0)) facts[0] = 0;
+    }
+    if (val[e] != 0) {
+      note(facts, 3, r);
+      if (inner) note(facts, 1, c);
+    } else {
+      facts[7]++;
+    }
+  }
+  return CHECK_OK;
+}
+
+template <class F> i64 by_width(i64 w, F&& f) {  // an index array's integers: 32 or 64 bits
+  if (w == 4) return f(std::int32_t{});
+  return f(i64{});
 }
 
 }  // namespace sdql
@@ -485,5 +690,29 @@ sdql::i64 sdql_output_buffer(const sdql::output* o, sdql::i64 k, const void** da
 }
 
 void sdql_output_free(sdql::output* o) { delete o; }
+
+sdql::i64 sdql_check_compressed(const void* pos, sdql::i64 pos_w, const void* idx, sdql::i64 idx_w,
+                                const double* val, sdql::i64 n_outer, sdql::i64 n_inner,
+                                sdql::i64 nnz, sdql::i64* facts) {
+  return sdql::by_width(pos_w, [&](auto p) {
+    return sdql::by_width(idx_w, [&](auto i) {
+      return sdql::check_compressed(static_cast<const decltype(p)*>(pos),
+                                    static_cast<const decltype(i)*>(idx), val, n_outer,
+                                    n_inner, nnz, facts);
+    });
+  });
+}
+
+sdql::i64 sdql_check_coo(const void* outer, sdql::i64 outer_w, const void* inner,
+                         sdql::i64 inner_w, const double* val, sdql::i64 nnz,
+                         sdql::i64 n_outer, sdql::i64 n_inner, sdql::i64* facts) {
+  return sdql::by_width(outer_w, [&](auto r) {
+    return sdql::by_width(inner_w, [&](auto c) {
+      return sdql::check_coo(static_cast<const decltype(r)*>(outer),
+                             static_cast<const decltype(c)*>(inner), val, nnz, n_outer,
+                             n_inner, facts);
+    });
+  });
+}
 sdql::i64 sdql_outputs_live() { return sdql::outputs_live; }
 }

@@ -57,8 +57,8 @@ TARGETS: tuple[str, ...] = (
     "sdqlite.opt.passes", "sdqlite.opt.debruijn", "sdqlite.opt.analysis", "sdqlite.opt.cost",
     "sdqlite.opt.storel", "sdqlite.opt.saturation", "sdqlite.opt.egraph", "semantics.values",
     "semantics.interp",
-    "codegen.api", "codegen.build", "codegen.data", "codegen.dps", "codegen.emit",
-    "codegen.execute", "codegen.native",
+    "codegen.api", "codegen.inputs", "codegen.results", "codegen.build", "codegen.data",
+    "codegen.dps", "codegen.emit", "codegen.execute", "codegen.native",
 )
 SUITE = ("properties", "tests")
 PYTEST_ARGS = ["-q", "-s", "-p", "no:cacheprovider", "-W", "ignore"]

@@ -87,9 +87,7 @@ def report_cpp(ex: CppExample, seed: int = 20231) -> bool:
 
     data = ex.data(np.random.default_rng(seed))
     compiled = compile_((HERE / ex.source).read_text(encoding="utf-8"), ex.wrt, name=ex.name)
-    args = compiled.read(data)
-    spec = compiled.specialize(args)
-    got = compiled.run(spec, args)
+    spec, got = compiled.invoke(compiled.read(data))
     want = ex.expected(data)
     error = float(abs(got - want).max()) if np.prod(np.shape(want)) else 0.0
     agrees = error <= 1e-12 * max(1.0, float(abs(want).max()))

@@ -51,7 +51,10 @@ def from_numpy(arr: Any) -> tuple[Value, Type]:
 
 def from_scipy(m: Any) -> tuple[Value, Type]:
     """A scipy sparse matrix as a sparse ``{int -> {int -> real}}``, a 1-d sparse array as
-    a ``{int -> real}`` (zeros dropped, duplicates added)."""
+    a ``{int -> real}`` (zeros dropped, duplicates added).  Its arrays are checked before
+    scipy converts them: corrupted ones (an ``indptr`` or an index beyond the shape) are a
+    ``DataError``, not a crash inside scipy."""
+    m = check_arrays(m)
     if m.ndim == 1:
         vec = scipy.sparse.coo_array(m, copy=True)
         if vec.dtype.kind not in "iuf":
@@ -74,6 +77,43 @@ def from_scipy(m: Any) -> tuple[Value, Type]:
         row[int(j)] = row.get(int(j), 0.0) + x
     cleaned = {i: {j: x for j, x in row.items() if x != 0.0} for i, row in out.items()}
     return {i: row for i, row in cleaned.items() if row}, DictT(DictT(REAL))
+
+
+def check_arrays(m: Any) -> Any:
+    """``m`` with its own arrays checked: pointers and indices within their bounds for
+    the compressed formats (entries past the last pointer are no entries: they are left
+    out, as scipy's ``nnz`` does), scipy's full check for BSR, every coordinate within
+    the shape for COO."""
+    try:
+        if m.format in ("csr", "csc") and m.ndim == 2:
+            _check_compressed(m.indptr, m.indices, len(m.data),
+                              m.shape[0] if m.format == "csr" else m.shape[1],
+                              m.shape[1] if m.format == "csr" else m.shape[0])
+            nnz = int(m.indptr[-1])
+            if len(m.indices) != nnz or len(m.data) != nnz:
+                m = type(m)((m.data[:nnz], m.indices[:nnz], m.indptr), shape=m.shape)
+        elif m.format in ("csr", "bsr"):
+            m.check_format(full_check=True)
+        elif m.format == "coo":
+            for c, n in zip(m.coords, m.shape, strict=True):
+                if len(c) != len(m.data):
+                    raise ValueError("its coordinates and values differ in length")
+                if len(c) and (c.min() < 0 or c.max() >= n):
+                    raise ValueError(f"a coordinate lies outside its shape {m.shape}")
+    except ValueError as err:
+        raise DataError(f"a malformed sparse array: {err}") from None
+    return m
+
+
+def _check_compressed(pos: Any, idx: Any, nvals: int, outer: int, inner: int) -> None:
+    """What scipy's own full check leaves out when the last pointer is negative."""
+    if len(pos) != outer + 1 or (len(pos) and pos[0] != 0):
+        raise ValueError("its indptr has the wrong length or does not start at 0")
+    if np.any(np.diff(pos) < 0) or not 0 <= pos[-1] <= min(len(idx), nvals):
+        raise ValueError("its indptr decreases or goes beyond its entries")
+    used = idx[:pos[-1]]
+    if len(used) and (used.min() < 0 or used.max() >= inner):
+        raise ValueError("an index lies outside its shape")
 
 
 def sparse_vector(v: Any) -> dict[int, Value]:

@@ -318,7 +318,7 @@ def stored_zero(v: Value) -> tuple[int, ...] | None:
 def data_mismatch(name: str, v: Value, want: Type, found: Type | None) -> str:
     """Why input ``name``'s data ``v`` (of type ``found``, when known) is no value of the
     declared ``want``: where it stores a zero, when that is all, else the two types."""
-    path = stored_zero(v) if found == want else None
+    path = stored_zero(v) if found in (want, None) else None
     if path is not None:
         at = "".join(f"({k})" for k in path)
         return (f"input {name} stores a zero at {name}{at}: a dictionary holds only its "

@@ -81,13 +81,12 @@ def _run_compiled(args: argparse.Namespace, prog: Program, wrt: str | None) -> i
     from semantics.display import show_value
 
     compiled = _compiled(args, prog, wrt)
-    inputs = compiled.read(_raw_inputs(prog, args.input))
-    spec = compiled.specialize(inputs)
+    spec, value = compiled.invoke(compiled.read(_raw_inputs(prog, args.input)))
     if getattr(args, "program", False):
         from sdqlite.syntax.printer import show
 
         print(show(spec.program), file=sys.stderr)
-    print(show_value(compiled.run(spec, inputs)))
+    print(show_value(value))
     if args.type:
         print(f": {spec.kernel.result}", file=sys.stderr)
     return 0

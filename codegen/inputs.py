@@ -1,0 +1,444 @@
+"""The compiled backend's front door: each input's data read, checked once, laid out.
+
+Data come as numpy arrays, ``scipy.sparse`` matrices and arrays, Python (or numpy)
+numbers, or SDQLite values (nested ``dict``/``DenseArray``).  Each is read into an
+``Arg``: its SDQLite type (the declaration's, or its data's), what it came as, and its
+data.  A scipy input's own arrays are checked once, in compiled code, before anything
+else reads them (``sdql_check_*`` in ``sdqlite_runtime.h``): pointers monotone and within
+the entries, keys within the shape, values finite.  A corrupted ``indptr`` or a row index
+beyond the shape is a ``DataError`` naming the input, never a crash inside scipy.  The
+same pass tells whether the keys are canonical (sorted, each once per row) and the range
+of the keys of the non-zero entries in each layer: the facts the sizes check needs
+(``semantics/extents.py``), without expanding the matrix.
+
+Laid out in a format (``layout``), canonical CSR or CSC arrays are used as they are,
+32-bit indices too (the kernel is built for the width it gets); anything else is made
+canonical once, on a copy, and a layout whose arrays would not fit in memory (the row
+pointers of a matrix with 2⁴⁰ rows) is refused before anything is allocated.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from functools import cache
+from typing import Any, Literal
+
+import numpy as np
+import scipy.sparse
+
+from codegen import data as D
+from codegen.build import build
+from codegen.emit import translation_unit
+from sdqlite.check.sizes import declared
+from sdqlite.errors import DataError
+from sdqlite.storage.formats import Coo, Format, layout
+from sdqlite.syntax.types import INT, REAL, DictT, Type, erase, scalar_of
+from semantics.datafiles import sparse_declared
+from semantics.extents import Layer, facts
+from semantics.values import DenseArray, Value, data_mismatch, has_type, type_of
+
+Kind = Literal["numpy", "scipy", "value"]
+INT64 = np.iinfo(np.int64)
+#: the most bytes a layout's arrays may take beyond the data's own entries (row pointers
+#: of a matrix with many empty rows, a dense vector of a huge sparse one)
+LAYOUT_BUDGET = 1 << 30
+
+
+@dataclass(frozen=True)
+class Sparse:
+    """A checked ``scipy.sparse`` input: its shape, its arrays as given (``fmt`` is csr,
+    csc or coo; float64 values), whether their keys are canonical, and per layer the
+    smallest and largest key of a non-zero entry (None when it has none)."""
+
+    shape: tuple[int, ...]
+    fmt: str
+    arrays: tuple[Any, ...]  # csr, csc: (indptr, indices, data); coo: (*coords, data)
+    canonical: bool
+    keys: tuple[tuple[int, int] | None, ...]
+    zeros: int = 0  # entries that store a zero
+
+    @property
+    def nnz(self) -> int:
+        return len(self.arrays[-1])
+
+    def compressed(self, fmt: str) -> tuple[Any, Any, Any]:
+        """Canonical CSR (or CSC) arrays: the caller's own when they are so already."""
+        if self.fmt == fmt and self.canonical:
+            return self.arrays[0], self.arrays[1], self.arrays[2]
+        outer = self.shape[0] if fmt == "csr" else self.shape[1]
+        _affordable(8 * (outer + 1), f"the {fmt} row pointers of a {_shape(self.shape)} matrix")
+        m = self.scipy()
+        m = scipy.sparse.csr_array(m) if fmt == "csr" else scipy.sparse.csc_array(m)
+        if m is self.scipy() or not m.has_canonical_format:
+            m = m.copy()
+            m.sum_duplicates()  # (safe: the arrays were checked)
+        return m.indptr, m.indices, m.data
+
+    def scipy(self) -> Any:
+        """The matrix or vector as scipy holds it (checked arrays: safe to convert)."""
+        match self.fmt:
+            case "csr":
+                return scipy.sparse.csr_array((self.arrays[2], self.arrays[1], self.arrays[0]),
+                                              shape=self.shape[:2])  # type: ignore[arg-type]
+            case "csc":
+                return scipy.sparse.csc_array((self.arrays[2], self.arrays[1], self.arrays[0]),
+                                              shape=self.shape[:2])  # type: ignore[arg-type]
+        return scipy.sparse.coo_array((self.arrays[-1], tuple(self.arrays[:-1])),
+                                      shape=self.shape)
+
+    def entries(self) -> Coo:
+        """Every non-zero entry's keys (32- or 64-bit ints, one array per layer) and
+        value, in key order, repeated keys added: canonical arrays as they are."""
+        if self.fmt == "coo" and self.canonical:
+            keys, vals = list(self.arrays[:-1]), self.arrays[-1]
+        elif self.fmt == "coo":
+            m = self.scipy().copy()
+            m.sum_duplicates()  # (safe: the arrays were checked)
+            keys, vals = [np.asarray(k) for k in m.coords], m.data
+        else:
+            pos, idx, vals = self.compressed("csr")
+            rows = np.repeat(np.arange(len(pos) - 1, dtype=np.int64), np.diff(pos))
+            keys = [rows, idx]
+        if self.zeros == 0 and self.canonical:
+            return keys, vals
+        keep = vals != 0
+        return [k[keep] for k in keys], vals[keep]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """An input's data, read once: its type (sizes included), what it came as."""
+
+    name: str
+    type: Type
+    kind: Kind
+    data: Any  # a numpy array, a Sparse, or a value
+
+
+# ---- reading --------------------------------------------------------------------------------
+
+
+def read(name: str, x: Any, want: Type | None) -> Arg:
+    """Read an input's data and check it against its declaration."""
+    if scipy.sparse.issparse(x):
+        return _sparse(name, x, want)
+    if isinstance(x, np.ndarray) and x.ndim > 0:
+        return Arg(name, _numpy_type(name, x, want), "numpy", x)
+    value = plain(name, x, want)
+    vt = want if want is not None else type_of(value)
+    if vt is None:
+        raise DataError(f"the type of input {name} cannot be told from its data; "
+                        f"declare it: {name} : TYPE")
+    if not has_type(value, vt):
+        raise DataError(data_mismatch(name, value, vt, type_of(value)))
+    return Arg(name, vt, "value", value)
+
+
+def plain(name: str, x: Any, want: Type | None, path: str = "") -> Value:
+    """An SDQLite value of Python (and numpy) numbers, dicts and DenseArrays: numpy
+    scalars read as numbers, an int as a real where a real is declared; a key, an int or
+    a real that the compiled code cannot hold (beyond 64 bits, not finite) refused."""
+    where = f"input {name}{path}"
+    leaf = scalar_of(want) if want is not None else None
+    if isinstance(x, np.generic | np.ndarray) and np.ndim(x) == 0:
+        x = np.asarray(x).item()
+    if isinstance(x, bool):
+        return x
+    if isinstance(x, int):
+        if want == REAL or (leaf == REAL and not isinstance(want, DictT)):
+            return _finite(float(x), where) if abs(x) < 2**1024 else _finite(np.inf, where)
+        return _int64(x, where)
+    if isinstance(x, float):
+        return _finite(x, where)
+    inner = want.val if isinstance(want, DictT) else None
+    if isinstance(x, dict):
+        return {_int64(_key(k, where), f"a key of {where}"):
+                plain(name, v, inner, f"{path}({k})") for k, v in x.items()}
+    if isinstance(x, DenseArray):
+        return DenseArray(tuple(plain(name, v, inner, f"{path}({x.start + i})")
+                                for i, v in enumerate(x.items)), _int64(x.start, where))
+    kind = type(x).__name__
+    raise DataError(f"{where}: cannot read data of Python type {kind} (give a numpy array, "
+                    "a scipy.sparse matrix, a number, or an SDQLite value: nested dicts of "
+                    "numbers)")
+
+
+def _key(k: Any, where: str) -> int:
+    if isinstance(k, np.integer):
+        return int(k)
+    if isinstance(k, int) and not isinstance(k, bool):
+        return k
+    raise DataError(f"{where}: a key must be an int, found {k!r}")
+
+
+def _int64(n: int, where: str) -> int:
+    if not INT64.min <= n <= INT64.max:
+        raise DataError(f"{where}: {str(n)[:24]} does not fit in 64 bits, the C++ backend's "
+                        "int (the interpreter's integers are unbounded: --backend interp)")
+    return n
+
+
+def _finite(r: float, where: str) -> float:
+    if not np.isfinite(r):
+        raise DataError(f"{where} is not a finite number ({r})")
+    return float(r)
+
+
+def _numpy_type(name: str, a: Any, want: Type | None) -> Type:
+    if a.dtype.kind not in "iuf":
+        raise DataError(f"input {name}: arrays of dtype {a.dtype} have no SDQLite type "
+                        "(use float or int)")
+    if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+        raise DataError(f"input {name}: the array holds a number that is not finite")
+    if a.dtype.kind == "u" and a.size and a.max() > INT64.max:
+        raise DataError(f"input {name}: the array holds {a.max()}, which does not fit in 64 "
+                        "bits, the C++ backend's int")
+    if want is None:
+        t: Type = INT if a.dtype.kind in "iu" else REAL
+        for _ in range(a.ndim):
+            t = DictT(t, dense=True)
+        return t
+    layers = D.layers(want)
+    leaf = scalar_of(want)
+    dense = (len(layers) == a.ndim and all(layer.dense for layer in layers)
+             and (leaf == REAL or (leaf == INT and a.dtype.kind in "iu")))
+    if not dense and not sparse_declared(want, a.ndim):  # as the interpreter (datafiles.py)
+        raise DataError(f"input {name} is declared {want}, but its data is a {a.ndim}-d "
+                        f"array of {a.dtype} (a dense array, or a real vector or matrix "
+                        "declared sparse)")
+    return want
+
+
+# ---- scipy.sparse, checked ------------------------------------------------------------------
+
+
+def _sparse(name: str, x: Any, want: Type | None) -> Arg:
+    logical = DictT(REAL) if x.ndim == 1 else DictT(DictT(REAL))
+    t = want if want is not None else logical
+    if erase(t) != logical:
+        raise DataError(f"input {name}: a {x.ndim}-d sparse array is a {logical}, but {name} "
+                        f"is declared {t}")
+    if x.dtype.kind not in "iuf":
+        raise DataError(f"input {name}: a sparse array of dtype {x.dtype} has no SDQLite "
+                        "type (use float or int)")
+    return Arg(name, t, "scipy", check_sparse(name, x))
+
+
+def check_sparse(name: str, x: Any) -> Sparse:
+    """``x``'s arrays checked in one pass (compiled), before scipy itself reads them."""
+    shape = tuple(int(n) for n in x.shape)
+    fmt = x.format
+    if fmt not in ("csr", "csc", "coo"):  # built by scipy from Python data: convert
+        if fmt == "bsr":
+            _scipy_check(name, x)
+        x = scipy.sparse.coo_array(x)
+        fmt = "coo"
+    vals = np.ascontiguousarray(x.data, dtype=np.float64)
+    facts = (ctypes.c_int64 * 8)()
+    if fmt in ("csr", "csc"):
+        pos, idx = _index(name, x.indptr, "indptr"), _index(name, x.indices, "indices")
+        if x.ndim == 1:  # one row of the vector's length
+            outer, inner = 1, shape[0]
+        else:
+            outer, inner = (shape[0], shape[1]) if fmt == "csr" else (shape[1], shape[0])
+        if len(pos) != outer + 1:
+            raise DataError(f"input {name}: its indptr has {len(pos)} entries, not "
+                            f"{outer + 1} ({_shape(shape)} in {fmt})")
+        nnz = int(pos[-1]) if len(pos) else 0
+        if not 0 <= nnz <= min(len(idx), len(vals)):
+            raise DataError(f"input {name}: its indptr ends at {nnz}, but it has {len(idx)} "
+                            f"indices and {len(vals)} values")
+        code = _checker().sdql_check_compressed(
+            pos.ctypes.data, pos.itemsize, idx.ctypes.data, idx.itemsize, vals.ctypes.data,
+            outer, inner, nnz, facts)
+        arrays: tuple[Any, ...] = (pos, idx[:nnz], vals[:nnz])
+        if x.ndim == 1:
+            keys: tuple[tuple[int, int] | None, ...] = (_range(facts, 1),)
+        else:
+            keys = ((_range(facts, 3), _range(facts, 1)) if fmt == "csr" else
+                    (_range(facts, 1), _range(facts, 3)))
+    else:
+        coords = [_index(name, c, "coordinates") for c in x.coords]
+        if any(len(c) != len(vals) for c in coords):
+            raise DataError(f"input {name}: its coordinates and values differ in length")
+        inner_c = coords[1] if len(coords) == 2 else None
+        code = _checker().sdql_check_coo(
+            coords[0].ctypes.data, coords[0].itemsize,
+            None if inner_c is None else inner_c.ctypes.data,
+            8 if inner_c is None else inner_c.itemsize, vals.ctypes.data, len(vals),
+            shape[0], shape[-1], facts)
+        arrays = (*coords, vals)
+        keys = (_range(facts, 3),) if x.ndim == 1 else (_range(facts, 3), _range(facts, 1))
+    if code != 0:
+        raise DataError(f"input {name}: {_wrong(code, facts, fmt, shape)}")
+    if x.ndim == 1 and fmt != "coo":  # a vector: its keys, as coo
+        arrays, fmt = (arrays[1], arrays[2]), "coo"
+    return Sparse(shape, fmt, arrays, bool(facts[0]), keys, int(facts[7]))
+
+
+def _index(name: str, a: Any, what: str) -> Any:
+    """An index array as 32- or 64-bit ints, as it is when it is one already."""
+    a = np.asarray(a)
+    if a.dtype in (np.int32, np.int64):
+        return np.ascontiguousarray(a)
+    if a.dtype.kind not in "iu":
+        raise DataError(f"input {name}: its {what} are of dtype {a.dtype}, not integers")
+    if a.size and (a.max() > INT64.max or a.min() < INT64.min):
+        raise DataError(f"input {name}: its {what} do not fit in 64 bits")
+    return a.astype(np.int64)
+
+
+def _range(facts: Any, at: int) -> tuple[int, int] | None:
+    return (int(facts[at]), int(facts[at + 1])) if facts[at] <= facts[at + 1] else None
+
+
+def _wrong(code: int, facts: Any, fmt: str, shape: tuple[int, ...]) -> str:
+    where, what = int(facts[5]), int(facts[6])
+    return {
+        1: f"indptr[0] is {what}, not 0 (corrupted {fmt} arrays)",
+        2: f"indptr[{where}] = {what} is smaller than the entry before it or beyond the "
+           f"entries (corrupted {fmt} arrays)",
+        3: f"indptr ends at {what}, not at the number of entries (corrupted {fmt} arrays)",
+        4: f"entry {where} has index {what}, outside its {_shape(shape)} shape",
+        5: f"entry {where} holds a number that is not finite",
+        6: f"entry {where} has index {what}, outside its {_shape(shape)} shape",
+    }.get(code, f"its {fmt} arrays are not valid (check {code})")
+
+
+def _scipy_check(name: str, x: Any) -> None:
+    try:
+        x.check_format(full_check=True)
+    except ValueError as err:
+        raise DataError(f"input {name}: {err}") from None
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return " x ".join(str(n) for n in shape)
+
+
+def _affordable(nbytes: int, what: str) -> None:
+    if nbytes > LAYOUT_BUDGET:
+        raise DataError(f"{what} would take {nbytes / 2**30:.1f} GiB: store it in a format "
+                        "laid out by its entries (coo), or give it a smaller shape")
+
+
+@cache
+def _checker() -> Any:
+    """The runtime's checks, from a shared object of the runtime alone (built once)."""
+    lib = build(translation_unit([])).library
+    args: list[Any] = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                       ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                       ctypes.POINTER(ctypes.c_int64)]
+    for fn in (lib.sdql_check_compressed, lib.sdql_check_coo):
+        fn.argtypes = args
+        fn.restype = ctypes.c_int64
+    return lib
+
+
+# ---- facts, cutting, layouts ------------------------------------------------------------------
+
+
+def with_shape_sizes(name: str, t: Type, level: int = 0) -> Type:
+    """``t`` with a size name on each layer that declares none (the data's shape)."""
+    if not isinstance(t, DictT):
+        return t
+    return DictT(with_shape_sizes(name, t.val, level + 1), t.dense,
+                 t.extent or f"{name}#{level}")
+
+
+def layer_facts(a: Arg) -> list[Layer]:
+    """What the data say about each layer (numpy and scipy without per-entry Python
+    work; a stored zero is no entry: past a size, ``within`` cuts it away)."""
+    if a.kind == "value":
+        return list(facts(a.type, a.data, a.name))
+    layers = D.layers(with_shape_sizes(a.name, a.type))
+    out = []
+    if a.kind == "numpy" and all(layer.dense for layer in layers):
+        for d, layer in enumerate(layers):
+            n = a.data.shape[d]
+            out.append(Layer(layer, a.name + "(*)" * d, count=n, bound=n))
+        return out
+    if a.kind == "numpy":  # a real vector or matrix declared sparse
+        where = a.data.nonzero()
+        ranges = [(int(w.min()), int(w.max())) if len(w) else None for w in where]
+        shape = a.data.shape
+    else:
+        ranges, shape = list(a.data.keys), a.data.shape
+    for d, layer in enumerate(layers):
+        out.append(Layer(layer, a.name + "(*)" * d, keys=ranges[d], bound=shape[d]))
+    return out
+
+
+def within(a: Arg, bounds: Mapping[str, int]) -> Arg:
+    """numpy or scipy data cut to the sizes of their layers where another input fixes one
+    below the shape: the sizes check found no entry beyond it, and a kernel iterating
+    the whole shape would write an empty row's key outside the result's size."""
+    if a.kind not in ("scipy", "numpy"):
+        return a
+    layers = D.layers(with_shape_sizes(a.name, a.type))
+    cut = tuple(min(n, bounds[str(layer.extent)]) for n, layer in zip(
+        a.data.shape, layers, strict=True))
+    if cut == tuple(a.data.shape):
+        return a
+    if a.kind == "numpy":
+        return replace(a, data=a.data[tuple(slice(0, n) for n in cut)])
+    keys, vals = a.data.entries()
+    keep = np.all([k < n for k, n in zip(keys, cut, strict=True)], axis=0) if keys else \
+        np.ones(len(vals), dtype=bool)
+    return replace(a, data=Sparse(cut, "coo", (*[k[keep] for k in keys], vals[keep]), True,
+                                  a.data.keys))
+
+
+def entries(a: Arg) -> Coo:
+    """Every stored entry's keys and value."""
+    match a.kind:
+        case "scipy":
+            sparse: Sparse = a.data
+            return sparse.entries()
+        case "numpy":
+            where = np.nonzero(a.data)
+            return [w.astype(np.int64) for w in where], np.asarray(a.data[where], np.float64)
+    keys, vals = D.to_coo(D.encode(a.data, a.type), a.type)
+    return keys, vals
+
+
+def flat_arrays(fmt: Format, a: Arg) -> dict[str, Any]:
+    """An input's flat arrays in ``fmt``: a scipy matrix's own canonical CSR (or CSC)
+    arrays, 32-bit indices as they are; else the format's layout of its entries."""
+    if a.kind == "scipy" and len(a.data.shape) == 1 and fmt.name == "coo":
+        (keys,), vals = a.data.entries()  # sorted, each once: the format's arrays
+        return {"len": len(vals), "row": keys, "val": vals}
+    if a.kind == "scipy" and len(a.data.shape) == 2 and fmt.name in ("csr", "csc"):
+        # (an explicit zero stays: the format's definition reads {j -> 0.0} as no entry,
+        # and the caller's arrays, shared, stay as they are)
+        try:
+            pos, idx, val = a.data.compressed(fmt.name)
+        except DataError as err:
+            raise DataError(f"input {a.name}: {err.message}") from None
+        n = a.data.shape[0] if fmt.name == "csr" else a.data.shape[1]
+        return {"len": n, "pos": pos, "idx": idx, "val": val}
+    sizes = tuple(int(n) for n in a.data.shape) if a.kind in ("scipy", "numpy") else \
+        (None,) * len(D.layers(a.type))
+    for size, positional in zip(sizes, fmt.positional, strict=True):
+        if positional and size is not None:
+            _affordable(8 * size, f"format {fmt.name}'s arrays for input {a.name}")
+    return layout(fmt, entries(a), sizes)
+
+
+def default_format(a: Arg) -> str:
+    """scipy: csr for a matrix (coo for one of many more rows than entries), coo for a
+    vector; numpy: dense; a value: dict."""
+    match a.kind:
+        case "scipy":
+            rows = a.data.shape[0]
+            return "coo" if (a.data.shape and len(a.data.shape) == 1) or \
+                8 * rows > LAYOUT_BUDGET else "csr"
+        case "numpy":
+            return "dense"
+    return "dict"
+
+
+def extents(t: Type) -> tuple[str | None, ...]:
+    return tuple(declared(t))

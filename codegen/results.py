@@ -1,0 +1,189 @@
+"""Results of compiled kernels: where they are stored, and how they come back to Python.
+
+Result layers have storage formats as inputs do (DESIGN.md, "Results have formats too"):
+
+  dense   a real vector whose size the data fix (``sdqlite.check.sizes``): numpy allocates
+          it, zeroed, and the kernel adds into it in place (``sdql::dense_ref``): nothing
+          is copied back
+  vec     a dictionary result whose outer layer's size is known: the kernel accumulates
+          into an array of its rows (``sdql::vec``), hash maps below
+  value   anything else, built by the kernel and handed back as its buffers
+
+A destination of known size is used only where it fits in memory (the size of a layer
+may come from the shape of a huge sparse input that holds few entries); otherwise the
+result is built by its entries.  ``destination="dict"`` keeps hash maps throughout (the
+paper's "∇SD (dict)").
+
+With ``output="auto"`` a result comes back as numpy or scipy where its sizes are known:
+a numpy array for a real vector or a dense array, a ``scipy.sparse.csr_array`` for a real
+matrix; a Python number for a scalar; else as an SDQLite value (``output="value"``
+always).  Buffers the kernel made are read by numpy without a copy (``codegen/native.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from itertools import pairwise
+from typing import Any, Literal
+
+import numpy as np
+import scipy.sparse
+
+from codegen import data as D
+from codegen.dps import (
+    RESULT,
+    AddInto,
+    Bind,
+    Decl,
+    Enter,
+    Loop,
+    Lowered,
+    MulAddInto,
+    Stmt,
+    When,
+)
+from codegen.emit import Destination as Dest
+from sdqlite.check.sizes import NO_KEYS, Size
+from sdqlite.syntax.ast import Expr, Var, free_vars
+from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, scalar_of
+from semantics.values import is_zero
+
+Output = Literal["auto", "value"]
+Destination = Literal["dense", "dict"]
+#: the most bytes a destination of known size may take (more: built by its entries)
+DEST_BUDGET = 1 << 30
+
+
+def choose(t: Type, sizes: list[Size], destination: Destination, low: Lowered | None = None
+           ) -> Dest:
+    """Where a result of type ``t`` goes, its layers' sizes (names) known or not: every
+    layer an array where each layer's size is known and the lowered program fills the
+    layers below the first (``filled``), else the first layer an array (``vec``)."""
+    if destination != "dense" or not isinstance(t, DictT) or t.dense:
+        return "value"
+    if not sizes or sizes[0] in (None, NO_KEYS):
+        return "value"
+    depth = len(D.layers(t))
+    if scalar_of(t) == REAL and all(s not in (None, NO_KEYS) for s in sizes[:depth]) and (
+            depth == 1 or (low is not None and filled(low, depth))):
+        return "dense"
+    return "vec"
+
+
+def shape(dest: Dest, t: Type, sizes: list[Size], bounds: Mapping[str, int]) -> list[int]:
+    """The sizes of the layers a destination stores as arrays."""
+    depth = {"value": 0, "vec": 1, "dense": len(D.layers(t))}[dest]
+    return [bounds[str(s)] for s in sizes[:depth]]
+
+
+def affordable(dest: Dest, t: Type, sizes: list[Size], bounds: Mapping[str, int]) -> bool:
+    """Does the destination of known size fit in memory for these data?"""
+    return 8 * math.prod(shape(dest, t, sizes, bounds)) <= DEST_BUDGET
+
+
+def allocate(dest: Dest, t: Type, sizes: list[Size], bounds: Mapping[str, int]) -> Any:
+    """What the kernel's destination needs from the caller: a zeroed array, a size."""
+    match dest:
+        case "dense":
+            return np.zeros(shape(dest, t, sizes, bounds))
+        case "vec":
+            return bounds[str(sizes[0])]
+    return None
+
+
+def filled(low: Lowered, depth: int) -> bool:
+    """Does every write into the result fill its layers below the first: the key of each
+    such layer iterates a dense array or range, in a loop inside the one that fixes the
+    key above it (``result[k][j] += …`` for j over ``B(k)``, not ``result[k][k]``)?  Then
+    an array per layer costs no more than the writes, and is what they address."""
+    writes: list[bool] = []
+
+    def walk(stmts: Sequence[Stmt], loops: dict[str, tuple[int, bool]],
+             entered: dict[str, tuple[Expr, ...]], level: int) -> None:
+        for st in stmts:
+            match st:
+                case Loop(key, val, _, dt, body):
+                    dense = dt.dense
+                    walk(body, {**loops, key: (level + 1, dense), val: (level + 1, dense)},
+                         entered, level + 1)
+                case When(_, body):
+                    walk(body, loops, entered, level)
+                case Enter(name, dest, _) if dest.root in (RESULT, *entered):
+                    entered = {**entered, name: (*entered.get(dest.root, ()), *dest.keys)}
+                case AddInto(dest) | MulAddInto(dest) if dest.root in (RESULT, *entered):
+                    keys = (*entered.get(dest.root, ()), *dest.keys)
+                    writes.append(_fills(keys, loops, depth))
+                case Bind(name, _, _) | Decl(name, _):
+                    loops = {**loops, name: (level, False)}
+
+    def _fills(keys: tuple[Expr, ...], loops: dict[str, tuple[int, bool]], depth: int
+               ) -> bool:
+        if len(keys) < depth:  # a dictionary added whole below: not addressed by key
+            return False
+        for above, key in pairwise(keys[:depth]):
+            if not isinstance(key, Var) or key.name not in loops or not loops[key.name][1]:
+                return False
+            here = max((loops.get(x, (0, False))[0] for x in free_vars(above)), default=0)
+            if loops[key.name][0] <= here:
+                return False
+        return True
+
+    walk(low.body, {}, {}, 0)
+    return bool(writes) and all(writes)
+
+
+def convert(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
+            bounds: Mapping[str, int], output: Output) -> Any:
+    """The result as ``output`` asks: ``stored`` is how the buffers hold it (a dense
+    destination's outer layer is an array), ``t`` the program's type."""
+    if not isinstance(t, DictT):
+        x = bufs[0][0]
+        return bool(x) if t == BOOL else int(x) if t == INT else float(x)
+    whole = stored != t  # a destination of known size: positions 0 .. n-1
+    if whole and len(bufs) == 1:  # written in place: the array itself
+        array = bufs[0]
+        if output == "auto":
+            return array
+        where = np.nonzero(array)
+        value: dict[int, Any] = {}
+        for path, x in zip(zip(*(k.tolist() for k in where), strict=True),
+                           array[where].tolist(), strict=True):
+            layer = value
+            for k in path[:-1]:
+                layer = layer.setdefault(k, {})
+            layer[path[-1]] = x
+        return value
+    if output == "auto":
+        layers = D.layers(t)
+        shape = [0 if s == NO_KEYS else bounds.get(s) if s is not None else None
+                 for s in sizes]
+        if all(layer.dense for layer in layers):
+            arr = D.to_numpy(bufs, t)
+            if arr is not None:
+                return arr
+        elif scalar_of(t) == REAL and len(layers) <= 2 and None not in shape:
+            dims = [int(n) for n in shape if n is not None]
+            keys, vals = D.to_coo(bufs, stored)
+            # the result's sizes bound its keys (test_sizes.py): the check keeps a bug
+            # there from making a wrong array
+            if all(len(k) == 0 or (k.min() >= 0 and k.max() < n)
+                   for k, n in zip(keys, dims, strict=True)):
+                if 8 * dims[0] > DEST_BUDGET:  # a huge shape with few entries: by them
+                    return scipy.sparse.coo_array((vals, tuple(keys)), shape=tuple(dims))
+                if len(layers) == 1:
+                    out = np.zeros(dims[0])
+                    out[keys[0]] = vals
+                    return out
+                if whole:  # rows 0 .. n-1 in order: the buffers are CSR's arrays
+                    m = scipy.sparse.csr_array((bufs[-1], bufs[3], bufs[2]),
+                                               shape=(dims[0], dims[1]))
+                    m.has_sorted_indices = False  # hash order within a row
+                    m.sort_indices()
+                    return m
+                return scipy.sparse.csr_array((vals, (keys[0], keys[1])),
+                                              shape=(dims[0], dims[1]))
+    decoded: Any = D.decode(bufs, stored)
+    if whole:  # the dense outer layer read as the dictionary it stands for
+        return {k: x for k, x in enumerate(decoded.items, decoded.start) if not is_zero(x)}
+    return decoded
