@@ -33,6 +33,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import gc
 import os
 import re
 import shutil
@@ -50,6 +51,7 @@ from hypothesis import strategies as st
 
 import sdqlite
 from codegen import build as B
+from codegen import inputs
 from codegen import native as N
 from codegen.emit import Kernel, translation_unit
 from sdqlite.errors import BuildError, CodegenError, EvalError
@@ -326,7 +328,8 @@ def native() -> Iterator[N.Native]:
 
 
 OPS = list(UNARY_OPS)
-CODES = [N.DOMAIN, N.RANGE, N.REAL_OVERFLOW, N.INT_OVERFLOW, N.NO_MEMORY, N.OUTSIDE, 0, 6]
+CODES = [N.DOMAIN, N.RANGE, N.REAL_OVERFLOW, N.INT_OVERFLOW, N.NO_MEMORY, N.OUTSIDE,
+         N.INTERRUPTED, 0, 6]
 reals = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300)
 
 
@@ -339,7 +342,7 @@ reals = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_v
 @example(N.RANGE, OPS.index("exp"), 1, 1.0, b"").via("a finite result the C++ refused")
 def test_a_failure_status_reads_as_the_interpreters_error(
         native: N.Native, code: int, op: int, span: int, value: float, text: bytes) -> None:
-    status = N.Status(code, op, span, value, text)
+    status = N.Status(0, code, op, span, value, text)
     err = native.failure(status)
     at = native.kernel.spans[span] if 0 <= span < len(native.kernel.spans) else None
     if code in (N.DOMAIN, N.RANGE):
@@ -356,6 +359,9 @@ def test_a_failure_status_reads_as_the_interpreters_error(
               N.INT_OVERFLOW: (EvalError, "integer overflow"),
               N.NO_MEMORY: (EvalError, "out of memory"),
               N.OUTSIDE: (CodegenError, f"the compiled code wrote key {int(value)} outside")}
+    if code == N.INTERRUPTED:  # Ctrl-C: the kernel stopped, Python's own interrupt
+        assert type(err) is KeyboardInterrupt
+        return
     kind, start = wanted.get(code, (CodegenError, "the compiled code failed: "
                                     + text.decode(errors="replace")))
     assert type(err) is kind and err.message.startswith(start)
@@ -374,15 +380,19 @@ FAILING = [
     ("throw std::bad_alloc();", EvalError, "^out of memory"),
     ("sdql::vec<double> r{2}; r[5] += 1.0;", CodegenError,
      "^the compiled code wrote key 5 outside the result's size"),
+    ("double m[2] = {0, 0}; sdql::i64 n[1] = {2}; sdql::dense_ref<1> r{m, n}; r[2] += 1.0;",
+     CodegenError, "^the compiled code wrote key 2 outside the result's size"),
+    ("sdql::fail(sdql::INTERRUPTED);", KeyboardInterrupt, "^$"),
     ('throw std::runtime_error("no such thing");', CodegenError,
      "^the compiled code failed: no such thing$"),
 ]
 
 
 def test_each_failure_the_runtime_reports_reads_as_its_error() -> None:
-    kernels = [Kernel(f"fails{i}", f"extern \"C\" int sdql_fails{i}(void* const*, "
-                      "sdql::status* st, sdql::output** out) {\n  return sdql::run(st, out, "
-                      f"[&] {{ {body} return sdql::encode(0.0); }});\n}}\n", (), REAL, [None])
+    kernels = [Kernel(f"fails{i}", f"extern \"C\" int sdql_entry_fails{i}(void* const*, "
+                      "const sdql::i64*, sdql::status* st, sdql::output** out) {\n  return "
+                      f"sdql::run(st, out, [&]() -> sdql::output* {{ {body} return "
+                      "sdql::encode(0.0); });\n}\n", (), REAL, [None])
                for i, (body, _, _) in enumerate(FAILING)]
     ops = {f"OP_{op.upper()}": i for i, op in enumerate(OPS)}
     source = "".join(f"#define {name} {i}\n" for name, i in ops.items())
@@ -393,16 +403,24 @@ def test_each_failure_the_runtime_reports_reads_as_its_error() -> None:
             N.Native(built, k)([])
 
 
-@given(st.sampled_from([np.int64, np.float64]), st.integers(0, 50), st.integers(0, 2**31))
-def test_a_buffer_handed_back_is_copied_element_for_element(
+@given(st.sampled_from([np.int64, np.float64]), st.integers(1, 50), st.integers(0, 2**31))
+def test_a_buffer_handed_back_is_read_in_place_and_owned(
         dtype: type, n: int, seed: int) -> None:
+    """A result's buffer is read by numpy where the kernel left it (no copy), and the
+    output that owns it lives as long as an array over it (freed when the last goes)."""
     data: Any = np.random.default_rng(seed).integers(-1000, 1000, size=n).astype(dtype)
-    copied = N._copy(data.ctypes.data if n else None, n, dtype)
-    assert copied.dtype == dtype and copied.shape == (n,) and np.array_equal(copied, data)
-    if n:
-        data[0] += 1  # a copy, not a view of memory the kernel will free
-        assert copied[0] != data[0]
-    assert N._copy(data.ctypes.data, 0, dtype).shape == (0,)
+    freed: list[object] = []
+    owner = N.Output(freed.append)
+    owner.handle.value = 1  # a handle to free
+    view = np.asarray(N._View(owner, data.ctypes.data, n, dtype))
+    assert view.dtype == dtype and view.shape == (n,) and np.array_equal(view, data)
+    data[0] += 1
+    assert view[0] == data[0]  # the same memory
+    del owner
+    assert not freed  # the array keeps its owner
+    del view
+    gc.collect()
+    assert len(freed) == 1
 
 
 # ---- 6. the boundary's declarations, and results released ---------------------------------
@@ -413,7 +431,8 @@ PROTOTYPE = re.compile(r"^(?:extern \"C\" )?([\w:]+) (sdql_\w+)\(([^)]*)\) \{", 
 
 
 def _prototypes(text: str) -> dict[str, tuple[str, list[str]]]:
-    return {name: (ret, [p.rsplit(" ", 1)[0] for p in params.split(", ") if p])
+    return {name: (ret, [p.rsplit(" ", 1)[0] for p in " ".join(params.split()).split(", ")
+                         if p])
             for ret, name, params in PROTOTYPE.findall(text)}
 
 
@@ -425,8 +444,11 @@ def test_ctypes_declares_each_function_as_the_cpp_does(native: N.Native) -> None
     native = N.Native(native.built, native.kernel)  # declared here, not by the fixture
     runtime = (Path(N.__file__).parent / "sdqlite_runtime.h").read_text()
     found = {**_prototypes(runtime), **_prototypes(native.kernel.source)}
+    checks = inputs._checker()
     declared = {native.kernel.entry: native.entry, "sdql_output_buffer": native.buffer,
-                "sdql_output_free": native.free, "sdql_outputs_live": native.live}
+                "sdql_output_free": native.free, "sdql_outputs_live": native.live,
+                "sdql_check_compressed": checks.sdql_check_compressed,
+                "sdql_check_coo": checks.sdql_check_coo}
     assert set(declared) == set(found), (sorted(found), sorted(declared))
     for name, fn in declared.items():
         ret, params = found[name]

@@ -44,9 +44,11 @@ SDQLite values —
    a CodegenError at its location where it does not (optimized too);
 9. CSR arrays with an entry given twice (in halves) are the matrix of the sums, also
    for a program that is not linear in them.
-10. names C++ reserves or that clash once a prime is spelled out (``double``, ``class``,
-   ``new``, ``result``, ``_t``, ``__LINE__``, a macro, ``x'`` beside ``x_d``) compile to
-   distinct identifiers: the value is the interpreter's.
+10. names C++ reserves, C's macros (``errno``, ``stdin``, ``EOF``), the generated code's
+   own names (``data``, ``result``), or names that clash once a prime is spelled out
+   (``double``, ``class``, ``new``, ``_t``, ``__LINE__``, ``x'`` beside ``x_d``), for
+   inputs, binders and the kernel itself, compile to distinct identifiers: the value is
+   the interpreter's.
 11. each input is stored in the format asked for: the one given to ``compile``, else the
    one declared (``A : ... @ csr``), else its data's (``csr`` for a scipy matrix, ``coo``
    for a scipy vector, ``dense`` for numpy, ``dict`` for a value); a specialization is
@@ -74,8 +76,10 @@ from __future__ import annotations
 
 import inspect
 import re
+import subprocess
 import time
 from functools import reduce
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -86,10 +90,10 @@ from hypothesis import strategies as st
 
 import sdqlite
 from benchmarks.kernels import KERNELS, P
-from codegen import api
+from codegen import api, emit, results
 from codegen import data as D
-from codegen.api import Compiled, Destination, Output
-from codegen.emit import DEST_SIZE
+from codegen.api import Compiled
+from codegen.results import Destination, Output
 from properties.generators import Draw
 from sdqlite.check.sizes import NO_KEYS
 from sdqlite.errors import (
@@ -420,7 +424,15 @@ def test_each_input_is_stored_in_the_format_asked_for(
         return
     assert spec.formats[x] == resolve(given or declared or default, args[x].type)
     assert spec.native is None and spec.build_seconds == 0.0  # not built yet
-    assert compiled.cpp(given_data) == spec.source  # the C++ shown is the C++ these data get
+    planned = compiled.plan(args, compiled.check_sizes(args))[1]
+    assert compiled.cpp(given_data) == planned.source  # the C++ shown is the C++ these data get
+    assert planned.native is None  # shown, not built
+    # a flat array is read in place at its own width: scipy's 32-bit indices stay so
+    inputs = compiled.buffers(planned, args)
+    assert {x: b[0].dtype.name for (x, _), b in zip(planned.kernel.inputs, inputs, strict=True)
+            if x in planned.kernel.flat} == {
+        x: {"double": "float64", "sdql::i64": "int64", "std::int32_t": "int32"}[e]
+        for x, e in planned.kernel.flat.items()}
 
 
 @settings(max_examples=min(30, settings().max_examples))
@@ -463,12 +475,15 @@ def test_a_compiled_program_goes_through_what_it_is_asked_for(
         else:
             assert set(spec.flat[x]) == {p for p, _ in f.params}, (x, spec.flat.get(x))
     # the program compiled is the last stage's: the kernel reads what it reads
-    assert set(dict(spec.kernel.inputs)) - {DEST_SIZE} == free_vars(spec.program), (
+    assert set(dict(spec.kernel.inputs)) == free_vars(spec.program), (
         spec.kernel.inputs, spec.program)
     t = spec.result
-    assert (DEST_SIZE in dict(spec.kernel.inputs)) == (
+    assert (spec.kernel.dest != "value") == (
         dense_destination and isinstance(t, DictT) and not t.dense
         and spec.sizes[0] not in (None, NO_KEYS)), (t, spec.sizes)
+    # written in place into numpy's memory exactly for a real vector
+    assert (spec.kernel.dest == "dense") == (spec.kernel.dest != "value" and isinstance(
+        t, DictT) and t.val == REAL), (t, spec.kernel.dest)
 
 
 @pytest.mark.parametrize("data", [np.array([1.0, 0.0, 2.0]), sp.coo_array(np.array([1.0, 0.0])),
@@ -549,7 +564,7 @@ def test_the_default_output_has_the_shape_the_sizes_fix(
         [1.5, -2.0]), max_size=5), st.tuples(*[st.integers(0, 4)] * d))))
 def test_sizes_that_do_not_bound_the_keys_give_the_value_not_a_wrong_array(
         case: tuple[int, dict[tuple[int, ...], float], tuple[int, ...]]) -> None:
-    """Law 2, read back (``api._result``): a real vector or matrix whose sizes hold every
+    """Law 2, read back (``results.convert``): a real vector or matrix whose sizes hold every
     key (0 <= key < size) is the array of that shape; where a size claimed does not (a
     sizes analysis gone wrong, a negative key), it is the value, not an array that
     drops, wraps or misplaces an entry."""
@@ -559,8 +574,8 @@ def test_sizes_that_do_not_bound_the_keys_give_the_value_not_a_wrong_array(
         t = DictT(t)
     value: Any = reduce(add, (nested(keys, x) for keys, x in entries.items()), {})
     names = [f"n{d}" for d in range(depth)]
-    got = api._result(D.encode(value, t), t, t, list(names), dict(zip(names, dims, strict=True)),
-                      "auto")
+    got = results.convert(D.encode(value, t), t, t, list(names),
+                          dict(zip(names, dims, strict=True)), "auto")
     if all(0 <= k < n for keys in entries for k, n in zip(keys, dims, strict=True)):
         array: Any = got
         assert array.shape == dims and same_entries(array, value), (got, value)
@@ -575,7 +590,7 @@ def test_an_array_result_is_its_own_destination(destination: Destination) -> Non
     compiled = sdqlite.compile("x : {dense_int[n] -> real}\nx * 2.0", destination=destination)
     spec = compiled.specialized(compiled.read({"x": np.array([1.0, 2.0])}))
     assert isinstance(spec.result, DictT) and spec.result.dense and spec.sizes[0] == "n"
-    assert DEST_SIZE not in dict(spec.kernel.inputs)
+    assert spec.kernel.dest == "value"
 
 
 def test_a_specialization_is_built_once_and_times_its_build() -> None:
@@ -698,10 +713,10 @@ def test_bad_data_is_a_data_error_naming_the_input(kind: str, data_: st.DataObje
 
 @given(st.sampled_from(["csr", "csc", "coo", "csr unsummed"]),
        st.sampled_from([np.float64, np.int64, np.float32]))
-def test_a_scipy_matrix_is_read_as_a_canonical_float_csr_matrix(fmt: str, dtype: Any) -> None:
-    """Law 5: a scipy matrix is read as a canonical CSR matrix of float64 with its entries;
-    it shares the caller's arrays exactly when it is one already (no copy), and the
-    caller's matrix is left as it was."""
+def test_a_scipy_matrix_is_laid_out_as_canonical_float_csr_arrays(fmt: str, dtype: Any) -> None:
+    """Law 5: a scipy matrix is laid out in CSR as canonical float64 arrays holding its
+    entries; they are the caller's arrays exactly when it is one already (no copy), and
+    the caller's matrix is left as it was."""
     entries = np.array([[0, 2, 0], [2, 0, 3]], dtype=dtype)
     coo: Any = sp.coo_array(entries)
     given: Any = sp.csr_array(entries) if fmt.startswith("csr") else coo.asformat(fmt)
@@ -710,11 +725,13 @@ def test_a_scipy_matrix_is_read_as_a_canonical_float_csr_matrix(fmt: str, dtype:
                               np.array([0, 2, 4])), shape=(2, 3))
     before = given.copy()
     compiled = _compiled(BATAX, None, False, "auto", {})
-    csr = compiled.read({"A": given, "beta": 1.0, "X": np.ones(3)})["A"].data
-    assert csr.format == "csr" and csr.dtype == np.float64 and csr.has_canonical_format
+    read = compiled.read({"A": given, "beta": 1.0, "X": np.ones(3)})["A"]
+    pos, idx, val = read.data.compressed("csr")
+    csr = sp.csr_array((val, idx, pos), shape=(2, 3))
+    assert val.dtype == np.float64 and csr.has_canonical_format
     assert np.array_equal(csr.toarray(), entries)
     as_is = fmt == "csr" and dtype == np.float64
-    assert np.shares_memory(csr.data, given.data) == as_is, (fmt, dtype)
+    assert np.shares_memory(val, given.data) == as_is, (fmt, dtype)
     assert given.format == before.format and np.array_equal(given.data, before.data)
 
 
@@ -753,7 +770,8 @@ def test_compile_s_defaults_and_names() -> None:
     source = "x : real\nx * x"
     assert api.compile(parse_program(source)).cpp() == sdqlite.compile(source).cpp()
     for name, identifier in KERNEL_NAMES.items():
-        assert f"static void {identifier}(" in sdqlite.compile(source, name=name).cpp(), name
+        assert f"static void sdql_kernel_{identifier}(" in sdqlite.compile(
+            source, name=name).cpp(), name
     assert sdqlite.compile(source, name="my kernel!")(x=3.0) == 9.0
 
 
@@ -952,3 +970,47 @@ def test_an_entry_of_a_range_is_read_without_building_it(lo: int, hi: int, k: in
     program = _compiled("lo : int\nhi : int\nk : int\n(lo:hi)(k)", None, optimize, "auto",
                         {})
     assert program(lo=lo, hi=hi, k=k) == (k if lo <= k < hi else 0)
+
+
+#: names that C, C++ or the generated code itself hold: macros of the C library (lowercase
+#: and in capitals), keywords, the entry point's and the runtime's names
+HAZARDS = ["errno", "stdin", "stdout", "stderr", "assert", "offsetof", "sa_handler", "EOF",
+           "NULL", "INFINITY", "NAN", "SIGINT", "DOMAIN", "M_PI", "int", "double", "class",
+           "new", "main", "std", "sdql", "sdql_ops", "result", "data", "lens", "next", "st",
+           "out", "size", "k", "v", "_t", "x'", "x_d"]
+
+
+@settings(max_examples=min(20, settings().max_examples))
+@given(st.lists(st.sampled_from(HAZARDS), min_size=3, max_size=3, unique=True),
+       st.sampled_from(HAZARDS), st.sampled_from([1.5, -2.0, 0.25]),
+       st.sampled_from([3.0, -0.5]))
+@example(["errno", "stdin", "main"], "stdin", 1.5, 2.0).via("the issue's names")
+def test_generated_identifiers_never_collide_with_c_or_cpp(
+        names: list[str], kernel: str, x: float, y: float) -> None:
+    """Law 10: inputs, binders and the kernel named like C's macros, C++'s keywords or
+    the generated code's own names compile, and give the interpreter's value."""
+    a, b, c = names
+    source = (f"{a} : real\n{b} : {{int -> real}}\n"
+              f"sum(<{c}, w> in {b}) w * {a} + let {c} = {a} * {a} in {c}")
+    try:
+        program = parse_program(source)
+    except SDQLiteError:  # a keyword of SDQLite (int): not a name the language has
+        return
+    data = {a: x, b: {0: y, 3: x}}
+    want = run(program, {n: Input(v) for n, v in data.items()}).value
+    got = sdqlite.compile(source, name=kernel, output="value")(**data)
+    assert got == pytest.approx(want)
+
+
+def test_the_reserved_names_cover_the_compilers_macros() -> None:
+    """Every macro the runtime's headers define (``g++ -dM -E``) is a reserved name: a
+    variable spelt so is renamed (``reserved``), so the preprocessor never rewrites one."""
+    done = subprocess.run(["g++", "-std=c++17", "-x", "c++", "-dM", "-E", "-I",
+                           str(Path(emit.__file__).parent), "-"],
+                          input=f'#include "{emit.RUNTIME}"\n', capture_output=True, text=True)
+    macros = {line.split()[1].split("(")[0] for line in done.stdout.splitlines()
+              if line.startswith("#define ")}
+    assert len(macros) > 100, done.stderr
+    user_like = {m for m in macros if not m.startswith("_")}
+    assert all(emit.reserved(m) for m in user_like), sorted(
+        m for m in user_like if not emit.reserved(m))

@@ -48,10 +48,10 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from codegen import data as D
-from codegen.api import _result
+from codegen import results as R
 from codegen.build import build
 from codegen.dps import lower
-from codegen.emit import DEST_SIZE, Kernel, emit_kernel, translation_unit
+from codegen.emit import Kernel, emit_kernel, translation_unit
 from codegen.native import Native
 from properties.generators import (
     LOGICAL,
@@ -77,10 +77,10 @@ from sdqlite.storage.compose import compose
 from sdqlite.storage.formats import Format, formats_for, layout, resolve
 from sdqlite.syntax.ast import Expr
 from sdqlite.syntax.parser import parse_expr
-from sdqlite.syntax.types import INT, DictT, Type, is_discrete
+from sdqlite.syntax.types import REAL, DictT, Type, is_discrete
 from semantics.extents import check_extents, facts, size_bounds
 from semantics.interp import evaluate
-from semantics.values import Value, inner_extents_forgotten, stored_zero, values_equal
+from semantics.values import DenseArray, Value, inner_extents_forgotten, stored_zero, values_equal
 
 BATCH = 20
 EXAMPLES = max(2, settings().max_examples // BATCH)
@@ -101,13 +101,21 @@ class Case:
 
 LIMITS = Limits(iter_limit=3, node_limit=2000, time_limit=20.0)
 
+#: results whose every layer a dense destination holds (``results.filled``: the key of
+#: the inner layer iterates a dense array inside the loop that fixes the outer one), and
+#: one that only looks so (the inner key is the outer one's: a diagonal)
+FILLED = [(typecheck(parse_expr(text), SIZED_CTX)[0], "x") for text in (
+    "sum(<i, r> in M) sum(<k, a> in r) {k -> sum(<j, b> in X2(k)) {j -> a * b}}",
+    "sum(<i, row> in X2) {i -> sum(<j, b> in row) {j -> b * x(j)}}",
+    "sum(<i, row> in X2) {i -> {i -> 2.0}}")]
+
 
 @st.composite
 def cases(draw: st.DrawFn) -> Case:
     wrt: str | None = None
     if draw(st.integers(0, 4)) == 0:  # over inputs with declared sizes
         e, _ = draw(st.one_of(sized_programs(), st.sampled_from([1, 2]).flatmap(
-            lambda o: sized_tensors(o).map(lambda t: (t, "x")))))
+            lambda o: sized_tensors(o).map(lambda t: (t, "x"))), st.sampled_from(FILLED)))
         env = draw(st.one_of(sized_environments(), sized_environments(nonempty=True)))
         g = Generated(dict(SIZED_CTX), e, typecheck(e, SIZED_CTX)[1])
         formats = {x: draw(st.sampled_from(formats_for(t))) for x, t in SIZED_CTX.items()}
@@ -134,6 +142,7 @@ class Prepared:
     want_env: dict[str, Value]
     sizes: list[Size] = field(default_factory=list)  # of the result, with a dense destination
     bounds: dict[str, int] = field(default_factory=dict)
+    params: frozenset[str] = frozenset()  # the storage formats' flat arrays
 
     @property
     def dense(self) -> bool:
@@ -161,7 +170,7 @@ def prepare(c: Case) -> Prepared:
         arrays = flat_values(_layout(formats[x], c.env[x], ctx[x]), formats[x])
         env |= {params[p]: arrays[p] for p in params}
     if c.wrt is not None:
-        return Prepared(program, pctx, env, program, env)
+        return Prepared(program, pctx, env, program, env, params=_params(flat))
     if c.sized:
         fixed = check_extents({x: (t, c.env[x], None) for x, t in ctx.items()})
         bounds = size_bounds((f for x, t in ctx.items() for f in facts(t, c.env[x], x)),
@@ -171,19 +180,38 @@ def prepare(c: Case) -> Prepared:
         dense = bool(sizes) and sizes[0] not in (None, NO_KEYS) and isinstance(t, DictT) \
             and not t.dense
         event("a dense destination" if dense else "sized, no dense destination")
-        return Prepared(program, pctx, env, elab, c.env, sizes, bounds)
-    return Prepared(program, pctx, env, elab, c.env)
+        return Prepared(program, pctx, env, elab, c.env, sizes, bounds, _params(flat))
+    return Prepared(program, pctx, env, elab, c.env, params=_params(flat))
+
+
+def _params(flat: Mapping[str, Mapping[str, str]]) -> frozenset[str]:
+    return frozenset(name for names in flat.values() for name in names.values())
 
 
 def _layout(fmt: Format, v: Value, t: Type) -> dict[str, object]:
     return layout(fmt, coo(v, t), (None,) * len(fmt.positional))
 
 
-def buffers(x: Value, t: Type) -> D.Buffers:
-    """An input's buffers: a flat array (a dense list) or a value, encoded."""
-    if isinstance(t, DictT) and t.dense and not isinstance(t.val, DictT):
-        return D.from_numpy(np.asarray(list(x.items), dtype=D.leaf_dtype(t)), t) if x.start \
-            == 0 else D.encode(x, t)
+def flat_element(x: Value, t: Type, narrow: bool) -> str | None:
+    """How a kernel reads an input: a flat array of one dense layer starting at 0 in
+    place (a format's index array as 32-bit ints where ``narrow`` and its entries fit, as
+    scipy's are), else None: encoded."""
+    if not (isinstance(t, DictT) and t.dense and not isinstance(t.val, DictT)
+            and isinstance(x, DenseArray) and x.start == 0):
+        return None
+    if t.val == REAL:
+        return "double"
+    fits = all(-(2**31) <= int(v) < 2**31 for v in x.items)
+    return "std::int32_t" if narrow and fits else "sdql::i64"
+
+
+NUMPY = {"double": np.float64, "sdql::i64": np.int64, "std::int32_t": np.int32}
+
+
+def buffers(x: Value, t: Type, element: str | None) -> D.Buffers:
+    """An input's buffers: a flat array in place, or a value, encoded."""
+    if element is not None:
+        return [np.asarray(list(x.items), dtype=NUMPY[element])]
     return D.encode(x, t)
 def agree(got: Value, want: Value) -> bool:
     return values_equal(inner_extents_forgotten(got), inner_extents_forgotten(want),
@@ -195,28 +223,31 @@ def check_batch(batch: list[Case]) -> None:
     kernels: list[Kernel] = []
     for i, (c, p) in enumerate(zip(batch, prepared, strict=True)):
         _, t = typecheck(p.program, p.ctx)
-        dense = p.dense and isinstance(t, DictT) and not t.dense  # as codegen/api.py
-        kernels.append(emit_kernel(f"k{i}", lower(p.program, p.ctx, t, dps=c.dps),
-                                   dense_result=dense))
+        low = lower(p.program, p.ctx, t, dps=c.dps)
+        dest = R.choose(t, p.sizes, "dense", low) if p.dense else "value"  # as codegen/api.py
+        event(f"destination {dest}")
+        flat = {x: e for x, tx in low.inputs
+                if (e := flat_element(p.env[x], tx, i % 2 == 1 and x in p.params)) is not None}
+        kernels.append(emit_kernel(f"k{i}", low, dest=dest, flat=flat))
     built = build(translation_unit(kernels))
     for p, k in zip(prepared, kernels, strict=True):
         run = Native(built, k)
-        inputs = [buffers(p.env[x], t) if x != DEST_SIZE else
-                  D.scalar(p.bounds[str(p.sizes[0])], INT) for x, t in k.inputs]
+        inputs = [buffers(p.env[x], tx, k.flat.get(x)) for x, tx in k.inputs]
+        dest = R.allocate(k.dest, typecheck(p.program, p.ctx)[1], p.sizes, p.bounds)
         try:
             want = evaluate(p.want, p.want_env)
         except EvalError as err:
             with pytest.raises(EvalError) as got_err:
-                run(inputs)
+                run(inputs, dest)
             assert got_err.value.message == err.message or "overflow" in err.message
             continue
         t = typecheck(p.program, p.ctx)[1]
-        out = run(inputs)
-        got = _result(out, k.result, t, p.sizes, p.bounds, "value")
+        out = run(inputs, dest)
+        got = R.convert(out, k.result, t, p.sizes, p.bounds, "value")
         assert agree(got, want), (Path(built.source), k.name, got, want)
         assert stored_zero(got) is None, (Path(built.source), k.name, got)  # pruned
         if p.sizes:  # the sizes that compile computes: numpy, scipy or a value
-            auto = _result(out, k.result, t, p.sizes, p.bounds, "auto")
+            auto = R.convert(out, k.result, t, p.sizes, p.bounds, "auto")
             assert (same_entries(auto, want) if isinstance(auto, np.ndarray)
                     or sp.issparse(auto) else agree(auto, want)), (k.name, auto, want)
 

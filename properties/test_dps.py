@@ -356,4 +356,4 @@ def test_the_emitter_asks_for_a_lowered_program(construct: str) -> None:
                         "unique": "unique(1.0)", "gradient": "gradient (x * x) x"}[construct])
     low = Lowered((Assign(Dest(RESULT), inner),), REAL, (("x", REAL),))
     with pytest.raises(CodegenError, match=f"^{construct} reached the C\\+\\+ emitter"):
-        emit_kernel("k", low, dense_result=False)
+        emit_kernel("k", low)
