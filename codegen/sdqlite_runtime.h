@@ -133,16 +133,15 @@ template <int L> struct dense_ref {
   i64 stride;  // the reals under one key of the first layer
 
   dense_ref(double* p_, const i64* shape_) : p(p_), shape(shape_), stride(1) {
-    for (int l = 1; l < L; l++) stride *= shape[l];
+    for (int l = 1; l < L; l++) stride *= shape[l];  // (no division: a size may be 0)
   }
-  dense_ref(double* p_, const i64* shape_, i64 stride_) : p(p_), shape(shape_), stride(stride_) {}
 
   decltype(auto) operator[](i64 k) const {
     if (k < 0 || k >= shape[0]) fail(OUTSIDE, -1, double(k));
     if constexpr (L == 1) {
       return static_cast<double&>(p[k]);
     } else {
-      return dense_ref<L - 1>(p + k * stride, shape + 1, stride / shape[1]);
+      return dense_ref<L - 1>(p + k * stride, shape + 1);
     }
   }
 };

@@ -276,3 +276,16 @@ def test_a_result_buffer_of_2_gib_or_more_is_read_back_whole() -> None:
     read = np.asarray(_View(Output(print), data.ctypes.data, n, np.int64))
     assert read.shape == (n,) and read[0] == 3 and read[-1] == 7
     assert read[n // 2] == 0
+
+
+def test_a_dense_destination_with_an_empty_inner_layer() -> None:
+    """A 3 x 0 result written in place: its rows were found by dividing by the inner
+    size, 0 (SIGFPE, seen by the agreement property); now by multiplying."""
+    f = sdqlite.compile("X2 : {dense_int[m] -> {dense_int[n] -> real}}\n"
+                        "x : {dense_int[n] -> real}\n"
+                        "sum(<i, row> in X2) {i -> sum(<j, b> in row) {j -> b * x(j)}}")
+    got = f(X2=np.zeros((3, 0)), x=np.zeros(0))
+    assert got.shape == (3, 0)
+    (spec,) = f.cache.values()
+    assert spec.kernel.dest == "dense"
+    assert np.array_equal(f(X2=np.ones((2, 2)), x=np.array([1.0, 2.0])), [[1.0, 2.0]] * 2)
