@@ -20,6 +20,8 @@ import hashlib
 import os
 import shlex
 import shutil
+import signal
+import stat
 import subprocess
 from dataclasses import dataclass
 from functools import cache
@@ -60,8 +62,8 @@ def flags() -> list[str]:
 def cache_dir() -> tuple[Path, str]:
     """The cache directory, and where it came from (for errors)."""
     root = os.environ.get("SDQLITE_CACHE")
-    if root:
-        return Path(root), f"SDQLITE_CACHE={_shown(root)}"
+    if root:  # absolute: a relative one such as "-rf" reached g++ as an option
+        return Path(os.path.abspath(root)), f"SDQLITE_CACHE={_shown(root)}"
     xdg = os.environ.get("XDG_CACHE_HOME")
     path = (Path(xdg) if xdg else Path.home() / ".cache") / "sdqlite"
     return path, (f"XDG_CACHE_HOME={_shown(xdg)}" if xdg else f"the cache {_shown(str(path))}")
@@ -85,10 +87,21 @@ def _identity(cxx: str, opts: tuple[str, ...]) -> str:
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+        return subprocess.run(cmd, capture_output=True, text=True, errors="replace",
+                              preexec_fn=_die_with_parent)
     except OSError as err:  # not an executable, not allowed to run it
         raise BuildError(f"CXX={_shown(os.environ.get('CXX', 'g++'))}: cannot run the C++ "
                          f"compiler {_shown(cmd[0])}: {err.strerror or err}") from None
+
+
+def _die_with_parent() -> None:
+    """In the compiler's process: be killed when Python is (SIGKILL during a build left
+    g++ running)."""
+    libc = ctypes.CDLL(None)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -99,41 +112,116 @@ class Built:
     cached: bool  # found in the cache rather than compiled now
 
 
-def build(source: str) -> Built:
-    """Compile ``source`` (a translation unit including the runtime) and load it."""
+def _key(source: str) -> str:
     cxx, opts = compiler(), flags()
     runtime = RUNTIME.read_bytes()
-    key = hashlib.sha256(b"\0".join([source.encode(), runtime, " ".join(opts).encode(),
-                                     _identity(cxx, tuple(opts)).encode()])).hexdigest()[:24]
+    return hashlib.sha256(b"\0".join([source.encode(), runtime, " ".join(opts).encode(),
+                                      _identity(cxx, tuple(opts)).encode()])).hexdigest()[:24]
+
+
+def cached(source: str) -> bool:
+    """Is the object of ``source`` in the cache already?"""
+    try:
+        return (cache_dir()[0] / f"{_key(source)}.so").is_file()
+    except (BuildError, OSError):
+        return False
+
+
+def build(source: str) -> Built:
+    """Compile ``source`` (a translation unit including the runtime) and load it.
+
+    What is loaded is checked first: the object must be a regular file whose hash is the
+    one its build recorded (``KEY.sha256``), and it must say its own key (``sdql_key``,
+    compiled in beside the source).  A cache entry that fails — truncated, replaced by another
+    kernel's object, a pipe — is removed and built again, never loaded: dlopen of a
+    truncated object ended the process with a bus error, of a pipe blocked for ever."""
+    cxx, opts = compiler(), flags()
+    key = _key(source)
     root, origin = cache_dir()
     cpp, so = root / f"{key}.cpp", root / f"{key}.so"
     try:
         root.mkdir(parents=True, exist_ok=True)
-        cached = so.exists()
+        cached = _sound(so, key)
         if not cached:
             with open(root / f"{key}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time; others then find it
-                if not so.exists():
-                    _compile(cxx, opts, source, cpp, so)
+                if not _sound(so, key):
+                    _clean(root, key)
+                    _compile(cxx, opts, source, cpp, so, key)
     except OSError as err:  # the cache cannot hold files: a file, /proc, too long a name
         what = err.filename if isinstance(err.filename, str) else str(root)
         raise BuildError(f"{origin}: cannot create {_shown(what)}: "
                          f"{err.strerror or err}") from None
     try:
-        return Built(ctypes.CDLL(str(so)), so, cpp, cached)
-    except OSError as err:
-        raise BuildError(f"cannot load {so}: {err}") from None
+        lib = ctypes.CDLL(str(so))
+        lib.sdql_key.restype = ctypes.c_char_p
+        if lib.sdql_key() != key.encode():
+            raise OSError("it holds another kernel's object")
+    except (OSError, AttributeError) as err:
+        so.unlink(missing_ok=True)
+        raise BuildError(f"cannot load {so}: {err} (the cache entry was removed: call again "
+                         "to build it anew)") from None
+    return Built(lib, so, cpp, cached)
 
 
-def _compile(cxx: str, opts: list[str], source: str, cpp: Path, so: Path) -> None:
+def _sound(so: Path, key: str) -> bool:
+    """Is ``so`` a regular file with the hash its build recorded?  An entry that is not
+    (a pipe, a truncated or replaced object, no record) is removed: it is built again."""
+    digest = so.with_suffix(".sha256")
+    try:
+        if not stat.S_ISREG(os.lstat(so).st_mode):
+            so.unlink()
+            return False
+        if digest.read_text().strip() == _sha256(so):
+            return True
+    except FileNotFoundError:
+        return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    so.unlink(missing_ok=True)
+    return False
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _clean(root: Path, key: str) -> None:
+    """Remove the temporary files of builds of ``key`` whose process is gone (a build
+    killed with SIGKILL leaves its ``KEY.so.<pid>``)."""
+    for tmp in root.glob(f"{key}.*.*"):
+        pid = tmp.suffix[1:]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _compile(cxx: str, opts: list[str], source: str, cpp: Path, so: Path, key: str) -> None:
     tmp_cpp = cpp.with_suffix(f".cpp.{os.getpid()}")
     tmp_cpp.write_text(source, encoding="utf-8")
     os.replace(tmp_cpp, cpp)
     tmp = so.with_suffix(f".so.{os.getpid()}")
-    done = _run([cxx, *BASE_FLAGS, *opts, "-I", str(HERE), str(cpp), "-o", str(tmp)])
+    named = so.with_suffix(f".key.{os.getpid()}.cpp")  # the object says which key it is
+    named.write_text(f'extern "C" const char* sdql_key() {{ return "{key}"; }}\n')
+    done = _run([cxx, *BASE_FLAGS, *opts, "-I", str(HERE), str(cpp), str(named), "-o",
+                 str(tmp)])
+    named.unlink(missing_ok=True)
     if done.returncode != 0 or not tmp.exists():
         tmp.unlink(missing_ok=True)
         raise BuildError(_compiler_failure(cxx, done, cpp))
+    digest = so.with_suffix(f".sha256.{os.getpid()}")
+    digest.write_text(_sha256(tmp))
+    os.replace(digest, so.with_suffix(".sha256"))
     os.replace(tmp, so)  # atomic: a reader sees no object or a whole one
 
 

@@ -21,11 +21,16 @@ and calling (``codegen/native.py``), DESIGN.md "Build and load".
 5. *A kernel's failure status reads as the interpreter's error*: a unary operation's
    domain or range failure is the interpreter's own message at the kernel's span (no
    span for a status that names none); overflow, memory and out-of-size writes have
-   their own messages, each for the status the runtime sets by its name; a buffer handed
-   back is copied, element for element.
+   their own messages, each for the status the runtime sets by its name (Ctrl-C is
+   Python's KeyboardInterrupt); a buffer handed back is read in place, and owned as long
+   as an array over it lives.
 6. *Python calls the object as C++ defines it, and releases what it hands back*: each
    function Python calls is declared to ctypes with C++'s return type and parameter
    sizes, and after every call, succeeded or failed, no result is left unreleased.
+7. *A cache entry is loaded only when it is the object of its key*: truncated, replaced
+   by another kernel's object (its hash too), a pipe in its place, its hash missing or
+   garbled, or a build's temporary file left by a process that is gone, the next build
+   removes it and builds anew, and the kernel gives its value.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ import gc
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -134,8 +141,9 @@ def test_the_cache_is_a_function_of_source_flags_and_compiler(
         with environment(CXX=str(compiler)):
             moved = B.build(c_source(a, note))
             assert not moved.cached and moved.path != first.path and call_f(moved) == a
-        # every object is whole and loadable, and nothing but sources, objects and locks
-        assert {p.suffix for p in root.iterdir()} <= {".cpp", ".so", ".lock", ""}
+        # every object is whole and loadable, and nothing but sources, objects, their
+        # hashes and locks
+        assert {p.suffix for p in root.iterdir()} <= {".cpp", ".so", ".sha256", ".lock", ""}
 
 
 @settings(max_examples=min(3, settings().max_examples))
@@ -471,3 +479,61 @@ def test_every_result_is_released(native: N.Native, xs: list[float]) -> None:
         except EvalError:
             assert x < 0
         assert spec.native.live() == 0
+
+
+# ---- 7. cache faults -----------------------------------------------------------------------
+
+FAULTS = ["truncated", "another object", "another object and its hash", "a pipe",
+          "no hash", "a garbled hash", "a temporary file of a dead build"]
+#: a process that builds the source of f() returning 7 and calls it (the faults are
+#: made between processes: an object loaded in this one stays mapped, and dlopen of its
+#: path again gives the one loaded)
+BUILD_7 = """
+from codegen import build as B
+from properties.test_build import c_source, call_f
+print(call_f(B.build(c_source(7, "good"))))
+"""
+
+
+def _build_7(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", BUILD_7], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent, timeout=300,
+                          env={**os.environ, "SDQLITE_CACHE": str(root),
+                               "SDQLITE_CXXFLAGS": "-O0"})
+
+
+@settings(max_examples=len(FAULTS), deadline=None)
+@given(st.sampled_from(FAULTS))
+def test_a_faulty_cache_entry_is_built_again_not_loaded(fault: str) -> None:
+    with fresh_cache() as root:
+        assert _build_7(root).stdout.split() == ["7"]
+        (so,) = root.glob("*.so")
+        digest = so.with_suffix(".sha256")
+        with environment(SDQLITE_CXXFLAGS="-O0"):  # built here, never loaded here
+            other = B.build(c_source(9, "other")).path
+        match fault:
+            case "truncated":
+                so.write_bytes(so.read_bytes()[:1000])
+            case "another object":
+                shutil.copy(other, so)
+            case "another object and its hash":
+                shutil.copy(other, so)
+                shutil.copy(other.with_suffix(".sha256"), digest)
+            case "a pipe":
+                so.unlink()
+                os.mkfifo(so)
+            case "no hash":
+                digest.unlink()
+            case "a garbled hash":
+                digest.write_bytes(b"\xff\xfe")
+            case _:  # killed mid-build: no object, its temporary file left behind
+                so.unlink()
+                digest.unlink()
+                (root / f"{so.stem}.so.999999999").write_text("half")
+        done = _build_7(root)
+        if fault == "another object and its hash":  # the hash holds, the key does not
+            assert done.returncode == 1 and "holds another kernel's object" in done.stderr
+            assert "the cache entry was removed" in done.stderr
+            done = _build_7(root)
+        assert done.stdout.split() == ["7"], (done.returncode, done.stderr[-2000:])
+        assert not (root / f"{so.stem}.so.999999999").exists()
