@@ -39,7 +39,20 @@ def _source(args: argparse.Namespace) -> tuple[str, str]:
 
 def _inputs(program: Program, specs: Sequence[str]) -> dict[str, Input]:
     declared = declared_types(program)
+    _known(program, specs)
     return dict(read_input(s, declared.get(s.partition("=")[0].strip())) for s in specs)
+
+
+def _known(program: Program, specs: Sequence[str]) -> None:
+    """Each --input names an input of the program (declared or read), once."""
+    names = [s.partition("=")[0].strip() for s in specs]
+    inputs = set(declared_types(program)) | (free_vars(program.expr) if program.expr else set())
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise DataError(f"--input {name} is given twice")
+        if name and name not in inputs:
+            known = ", ".join(sorted(inputs)) or "none"
+            raise DataError(f"--input {name}: the program has no input {name} (inputs: {known})")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -55,6 +68,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _raw_inputs(program: Program, specs: Sequence[str]) -> dict[str, object]:
     declared = declared_types(program)
+    _known(program, specs)
     return dict(read_raw_input(s, declared.get(s.partition("=")[0].strip())) for s in specs)
 
 
