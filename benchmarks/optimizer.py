@@ -22,6 +22,12 @@ DVEC = "{dense_int[n] -> real}"
 MAT = "{int[m] -> {int[n] -> real}}"
 MAT2 = "{int[n] -> {int[p] -> real}}"
 
+#: ||A x - b||², and the logistic loss of the labels b (±1) of A's rows
+LSQ = (f"A : {MAT}\nb : {SVEC.replace('[n]', '[m]')}\nx : {DVEC}\n"
+       "sum(<i, bi> in b) let r = (sum(<j, a> in A(i)) a * x(j)) - bi in r * r")
+LOGREG = (f"A : {MAT}\nb : {SVEC.replace('[n]', '[m]')}\nx : {DVEC}\n"
+          "sum(<i, bi> in b) log(1.0 + exp(-1.0 * bi * (sum(<j, a> in A(i)) a * x(j))))")
+
 #: name -> (source, the input differentiated by)
 KERNELS: dict[str, tuple[str, str]] = {
     "VVD": (f"V1 : {DVEC}\nV2 : {SVEC}\nsum(<i, a> in V2) V1(i) * a", "V1"),
@@ -38,6 +44,9 @@ KERNELS: dict[str, tuple[str, str]] = {
     "MMM": (f"M1 : {MAT}\nM2 : {MAT2}\n"
             "sum(<i, row> in M1) { i -> sum(<j, v1> in row) "
             "sum(<k, v2> in M2(j)) { k -> v1 * v2 } }", "M2"),
+    # least squares and logistic regression, written the natural way (iterating b)
+    "LSQ": (LSQ, "x"),
+    "LOGREG": (LOGREG, "x"),
 }
 
 
@@ -73,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:7} {'total':36} {total:8.3f}")
         result = " ".join(show(stages[-1].program).split())
         print(f"{name:7} result: {result[:90] + ' …' if len(result) > 90 else result}")
-    print(f"slowest kernel: {slowest:.2f} s (aim: under 10 s each)")
+    print(f"slowest kernel: {slowest:.2f} s (aim: under 1 s each)")
     return 0
 
 

@@ -24,6 +24,8 @@ as ``output="value"`` always.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,8 +35,9 @@ import numpy as np
 
 from codegen import data as D
 from codegen import inputs as I
+from codegen import plans
 from codegen import results as R
-from codegen.build import build
+from codegen.build import build, cached
 from codegen.dps import Lowered, lower
 from codegen.emit import FLAT_TYPES, Kernel, emit_kernel, translation_unit
 from codegen.emit import Destination as Dest
@@ -202,6 +205,8 @@ class Compiled:
 
     def build(self, spec: Specialized) -> Specialized:
         if spec.native is None:
+            if not cached(spec.source):
+                _say(f"compiling {self.name} with the C++ compiler (once: cached after)")
             start = time.perf_counter()
             built = build(spec.source)
             spec.native, spec.build_seconds = Native(built, spec.kernel), \
@@ -249,11 +254,20 @@ class Compiled:
                ) -> Lowering:
         assert self.program.expr is not None
         elab = expand(typecheck(self.program.expr, ctx)[0], ctx)
-        if self.optimize:
-            stages = pipeline(elab, ctx, self.wrt, self.limits, formats,
-                              normalize=self.normalize)
-        else:
-            stages = self._unoptimized(elab, ctx, formats)
+        name = plans.key({
+            "program": "\n".join([*map(str, self.program.decls), show(self.program.expr)]),
+            "wrt": self.wrt, "optimize": self.optimize, "normalize": self.normalize,
+            "limits": self.limits, "inputs": sorted((x, str(t), kinds[x], formats[x].name)
+                                                    for x, t in ctx.items())})
+        stages = plans.load(name)
+        if stages is None:
+            _say(f"optimizing {self.name} for these inputs (once: cached after)")
+            if self.optimize:
+                stages = pipeline(elab, ctx, self.wrt, self.limits, formats,
+                                  normalize=self.normalize)
+            else:
+                stages = self._unoptimized(elab, ctx, formats)
+            plans.store(name, stages, ctx)
         final, final_ctx = stages[-1].program, stages[-1].ctx or ctx
         composed = next((s.report for s in stages if s.name == "storage composition"), {})
         flat: dict[str, dict[str, str]] = composed.get("flat arrays", {})  # type: ignore[assignment]
@@ -331,6 +345,13 @@ def compile(source: str | Program, wrt: str | None = None,
     declared_formats(program)  # a declared format that does not fit its input is an error here
     return Compiled(program, wrt, dict(formats or {}), optimize, normalize, dps,
                     limits or Limits(), output, name, destination)
+
+
+def _say(what: str) -> None:
+    """A line on stderr about a first call's slow work: where a person watches (a
+    terminal), unless SDQLITE_QUIET is set."""
+    if sys.stderr.isatty() and not os.environ.get("SDQLITE_QUIET"):
+        print(f"sdqlite: {what}", file=sys.stderr, flush=True)
 
 
 def _identifier(name: str) -> str:

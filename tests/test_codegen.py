@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,8 @@ from sdqlite.ui.cli import main
 from sdqlite.ui.session import Session
 from semantics.interp import evaluate
 from semantics.run import Input, run
+
+ROOT = Path(__file__).resolve().parent.parent
 
 HERE = Path(__file__).parent.parent
 BATAX = (HERE / "paper_examples" / "batax.sdql").read_text()
@@ -276,6 +280,47 @@ def test_a_result_buffer_of_2_gib_or_more_is_read_back_whole() -> None:
     read = np.asarray(_View(Output(print), data.ctypes.data, n, np.int64))
     assert read.shape == (n,) and read[0] == 3 and read[-1] == 7
     assert read[n // 2] == 0
+
+
+SECOND_PROCESS = """
+import sys, numpy as np, scipy.sparse as sp
+import codegen.api as api, codegen.build as build
+calls = {"pipeline": 0, "g++": 0}
+pipeline, compile_ = api.pipeline, build._compile
+def counted_pipeline(*a, **k):
+    calls["pipeline"] += 1
+    return pipeline(*a, **k)
+def counted_compile(*a, **k):
+    calls["g++"] += 1
+    return compile_(*a, **k)
+api.pipeline, build._compile = counted_pipeline, counted_compile
+import sdqlite
+f = sdqlite.compile(open("paper_examples/batax.sdql").read(), wrt="x")
+A = sp.random(50, 40, density=0.1, format="csr", random_state=1)
+right = abs(f(A=A, x=np.ones(40), beta=0.9) - 0.9 * (A.T @ A)).max() < 1e-12
+print(calls["pipeline"], calls["g++"], right)
+"""
+
+
+def test_a_second_process_pays_neither_saturation_nor_gxx(tmp_path: Path) -> None:
+    """The optimized program is cached beside the shared object: a second process
+    calling the same compiled gradient runs no pipeline and no compiler (counted, not
+    timed); a plan that does not read back (truncated) is made again, once."""
+    env = {**os.environ, "SDQLITE_CACHE": str(tmp_path)}
+
+    def run() -> list[str]:
+        done = subprocess.run([sys.executable, "-c", SECOND_PROCESS], capture_output=True,
+                              text=True, env=env, cwd=ROOT, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    first = run()
+    assert first[0] == "1" and int(first[1]) >= 1 and first[2] == "True", first
+    assert run() == ["0", "0", "True"]
+    (plan,) = tmp_path.glob("*.plan.json")
+    plan.write_text(plan.read_text()[:100])
+    assert run() == ["1", "0", "True"]  # the plan made again; the object was cached
+    assert run() == ["0", "0", "True"]
 
 
 def test_a_dense_destination_with_an_empty_inner_layer() -> None:

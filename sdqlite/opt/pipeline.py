@@ -10,15 +10,17 @@ normalized.  Storage composition (§5.3) runs when some input has a storage form
 than ``dict``: it binds the input to its format's definition over its flat arrays, so
 from there on the program's inputs (each stage's ``ctx``) are those arrays.
 Normalization can be left out (``normalize=False``) to measure its effect
-(Fig. fig:batax:opt).  ``Limits.time_limit`` bounds each saturation's search and each
-rewriting pass (sparsity propagation, normalization: the rounds done in time are kept);
-the other stages are linear in the program.  Every stage's program is kept (``Stage``),
+(Fig. fig:batax:opt).  ``Limits``' iterations and nodes decide where each saturation
+stops; its seconds bound each saturation and each rewriting pass (sparsity
+propagation, normalization) only against a runaway, with a ``TimeLimitWarning``; the
+other stages are linear in the program.  Every stage's program is kept (``Stage``),
 with what it did: rules fired, e-graph size, iterations, cost before and after, time.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -32,7 +34,7 @@ from sdqlite.opt.passes import (
     sparsity_propagation,
 )
 from sdqlite.opt.saturation import Limits as Limits  # part of this module's interface
-from sdqlite.opt.saturation import optimize
+from sdqlite.opt.saturation import TimeLimitWarning, optimize
 from sdqlite.opt.storel import OFF_BY_DEFAULT, SATURATION_RULES
 from sdqlite.storage.compose import compose
 from sdqlite.storage.formats import Format
@@ -70,6 +72,11 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = 
         program, report = fn(stages[-1].program)
         stages.append(Stage(name, program, time.perf_counter() - start, report,
                             dict(here["ctx"])))
+        if report.get("stop") == "time limit":  # the work limits did not decide: say so
+            warnings.warn(f"{name} stopped at its time limit of {limits.time_limit:g} s: the "
+                          "program it made depends on this machine's speed (lower the "
+                          "iteration or node limit to make it repeatable)", TimeLimitWarning,
+                          stacklevel=2)
 
     def deadline() -> float:  # a rewriting pass stops after its last round within this
         return time.perf_counter() + limits.time_limit
