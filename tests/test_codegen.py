@@ -218,7 +218,7 @@ def test_two_processes_building_at_once_load_the_same_whole_object(tmp_path: Pat
         p.join(120)
     paths = {out.get(timeout=5), out.get(timeout=5)}
     assert len(paths) == 1 and all(p.exitcode == 0 for p in procs)
-    assert sorted(f.suffix for f in tmp_path.iterdir()) == [".cpp", ".lock", ".so"]
+    assert sorted(f.suffix for f in tmp_path.iterdir()) == [".cpp", ".lock", ".sha256", ".so"]
 
 
 def test_cli_cpp_backend_prints_what_the_interpreter_prints(
