@@ -24,12 +24,13 @@ as ``output="value"`` always.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args, overload
 
 import numpy as np
 
@@ -52,7 +53,7 @@ from sdqlite.opt.passes import normalize_multiplication
 from sdqlite.opt.pipeline import Limits, Stage, pipeline
 from sdqlite.storage.compose import compose
 from sdqlite.storage.formats import Format, declared_formats, resolve
-from sdqlite.syntax.ast import Expr, free_vars
+from sdqlite.syntax.ast import Expr, Var, free_vars, subterms
 from sdqlite.syntax.parser import Decl, Program, parse_program
 from sdqlite.syntax.printer import show
 from sdqlite.syntax.types import INT, REAL, DictT, Type, scalar_of
@@ -142,16 +143,30 @@ class Compiled:
         self.decls = {d.name: d for d in self.program.decls}
         self.needed = free_vars(self.program.expr) | ({self.wrt} if self.wrt else set())
         self.order = sorted(self.needed)
-        if free_vars(self.program.expr) <= declared_:  # check now: errors at compile time
+        self.__doc__, self.__signature__ = _described(self)
+        undeclared = free_vars(self.program.expr) - declared_
+        if declared_ and undeclared:  # a typo, most likely: say so now, where it is
+            x = min(undeclared)
+            at = next((v.span for v in subterms(self.program.expr)
+                       if isinstance(v, Var) and v.name == x), None)
+            raise SDQLTypeError(f"{x} is not declared (the program declares "
+                                f"{', '.join(sorted(declared_))}): a typo, or declare it: "
+                                f"{x} : TYPE", at)
+        if not undeclared:  # check now: errors at compile time
             ctx = {d.name: d.type for d in self.program.decls}
             elab = expand(typecheck(self.program.expr, ctx)[0], ctx)
             if self.wrt is not None:
                 typecheck(gradient(elab, self.wrt, ctx), ctx)
 
+    def __repr__(self) -> str:
+        what = f"the gradient w.r.t. {self.wrt}" if self.wrt else "the value"
+        return f"<sdqlite.compile: {self.name}{self.__signature__}, {what}>"
+
     # ---- calling ------------------------------------------------------------------------
 
-    def __call__(self, **inputs: Any) -> Any:
-        return self.invoke(self.read(inputs))[1]
+    def __call__(self, *args: Any, **inputs: Any) -> Any:
+        """The result for these inputs: by name, or by position in declaration order."""
+        return self.invoke(self.read(bind(self.program, args, inputs)))[1]
 
     def invoke(self, args: Mapping[str, Arg]) -> tuple[Specialized, Any]:
         """Check the sizes, lay the data out, run the kernel built for them: the
@@ -309,8 +324,9 @@ class Compiled:
         types = dict(lowering.inputs)
         for x, params in lowering.flat.items():
             arrays = I.flat_arrays(lowering.formats[x], args[x])
-            flat |= {name: _flat_buffers(arrays[p], types[name]) for p, name in params.items()}
-        return [flat[x] if x in flat else _as_is(args[x], t) for x, t in lowering.inputs]
+            flat |= {name: _flat_buffers(arrays[p], types[name]) for p, name in params.items()
+                     if name in types}  # (an array the kernel does not read: sum(V)'s keys)
+        return [flat[x] if x in flat else as_is(args[x], t) for x, t in lowering.inputs]
 
     # ---- reading ------------------------------------------------------------------------
 
@@ -334,17 +350,108 @@ class Compiled:
         return {x: Arg(x, decls[x].type, "value", None) for x in sorted(needed)}
 
 
+@overload
 def compile(source: str | Program, wrt: str | None = None,
             formats: Mapping[str, str] | None = None, *, optimize: bool = True,
             normalize: bool = True, dps: bool = True, limits: Limits | None = None,
             output: Output = "auto", name: str = "kernel", destination: Destination = "dense"
-            ) -> Compiled:
+            ) -> Compiled: ...
+
+
+@overload
+def compile(source: str | Program, wrt: Sequence[str],
+            formats: Mapping[str, str] | None = None, *, optimize: bool = True,
+            normalize: bool = True, dps: bool = True, limits: Limits | None = None,
+            output: Output = "auto", name: str = "kernel", destination: Destination = "dense"
+            ) -> Compiled | Gradients: ...
+
+
+def compile(source: str | Program, wrt: str | Sequence[str] | None = None,
+            formats: Mapping[str, str] | None = None, *, optimize: bool = True,
+            normalize: bool = True, dps: bool = True, limits: Limits | None = None,
+            output: Output = "auto", name: str = "kernel", destination: Destination = "dense"
+            ) -> Compiled | Gradients:
     """Compile an SDQLite program (its source text: declarations, then an expression) to
-    C++, differentiated w.r.t. ``wrt`` when given; call the result with the inputs."""
+    C++, differentiated w.r.t. ``wrt`` when given (several names: a tuple of gradients);
+    call the result with the inputs, by name or in declaration order.
+
+    >>> f = sdqlite.compile("x : {dense_int -> real}\\nsum(<i, a> in x) a * a", wrt="x")
+    >>> f(np.array([1.0, 2.0]))
+    array([2., 4.])
+    """
+    if not isinstance(source, str | Program):
+        raise DataError(f"the program is {type(source).__name__}: give its source text (str) "
+                        "or a parsed program")
     program = parse_program(source) if isinstance(source, str) else source
     declared_formats(program)  # a declared format that does not fit its input is an error here
-    return Compiled(program, wrt, dict(formats or {}), optimize, normalize, dps,
-                    limits or Limits(), output, name, destination)
+    if formats is not None and not isinstance(formats, Mapping):
+        raise DataError(f"formats is {type(formats).__name__}: give a dict of input names to "
+                        "format names, e.g. formats={\"A\": \"csr\"}")
+    for option, value in (("output", output), ("destination", destination)):
+        allowed = get_args(Output if option == "output" else Destination)
+        if value not in allowed:
+            raise DataError(f"{option}={value!r}: choose one of "
+                            f"{', '.join(map(repr, allowed))}")
+    if wrt is None or isinstance(wrt, str):
+        return Compiled(program, wrt, dict(formats or {}), optimize, normalize, dps,
+                        limits or Limits(), output, name, destination)
+    if not (isinstance(wrt, Sequence) and wrt and all(isinstance(x, str) for x in wrt)):
+        raise DataError(f"wrt is {wrt!r}: give the name of an input (wrt=\"x\") or a tuple "
+                        "of names (wrt=(\"x\", \"b\"))")
+    return Gradients([Compiled(program, x, dict(formats or {}), optimize, normalize, dps,
+                               limits or Limits(), output, f"{name}_{x}", destination)
+                      for x in wrt])
+
+
+def bind(program: Program, args: Sequence[Any], inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs by name: positional ones named by the program's declarations, in order,
+    then the named ones."""
+    order = [d.name for d in program.decls]
+    if len(args) > len(order):
+        named = ", ".join(order) or "none"
+        raise DataError(f"{len(args)} inputs given by position, but the program declares "
+                        f"{len(order)} ({named}): give the others by name (NAME=data)")
+    given = dict(zip(order, args, strict=False))
+    for x in inputs:
+        if x in given:
+            raise DataError(f"input {x} is given twice: by position and by name")
+    return given | dict(inputs)
+
+
+def _described(c: Compiled) -> tuple[str, inspect.Signature]:
+    """What ``help(f)`` and ``inspect.signature(f)`` show of a compiled program: its
+    inputs (declared ones first, in order, positional or by name), the program, a call."""
+    declared_ = [d.name for d in c.program.decls if d.name in c.needed]
+    rest = sorted(c.needed - set(declared_))
+    P = inspect.Parameter
+    params = [P(x, P.POSITIONAL_OR_KEYWORD) for x in declared_] + \
+        [P(x, P.KEYWORD_ONLY) for x in rest]
+    sig = inspect.Signature(params)
+    assert c.program.expr is not None
+    what = f"the gradient w.r.t. {c.wrt} of" if c.wrt else "the value of"
+    text = "\n".join([*map(str, c.program.decls), show(c.program.expr)])
+    call = ", ".join([*declared_, *(f"{x}={x}" for x in rest)])
+    doc = (f"{c.name}{sig}: {what} the SDQLite program\n\n"
+           + "\n".join("    " + line for line in text.splitlines())
+           + f"\n\ncompiled to C++ (built on the first call for each combination of input "
+           f"formats).\nCall it with numpy arrays, scipy.sparse matrices, numbers or SDQLite "
+           f"values:\n\n    {c.name}({call})\n\n"
+           "c.cpp() shows the generated C++; c.cpp(inputs) for the inputs' formats.")
+    return doc, sig
+
+
+class Gradients:
+    """Several compiled gradients of one program, called together: a tuple of results,
+    in the order of ``wrt`` (``sdqlite.compile(source, wrt=("x", "b"))``)."""
+
+    def __init__(self, parts: Sequence[Compiled]) -> None:
+        self.parts = tuple(parts)
+        self.__doc__ = "A tuple of gradients, each:\n\n" + "\n\n".join(
+            str(p.__doc__) for p in self.parts)
+        self.__signature__ = self.parts[0].__signature__
+
+    def __call__(self, *args: Any, **inputs: Any) -> tuple[Any, ...]:
+        return tuple(p(*args, **inputs) for p in self.parts)
 
 
 def _say(what: str) -> None:
@@ -384,7 +491,7 @@ def _flat_buffers(x: Any, t: Type) -> D.Buffers:
             np.ascontiguousarray(a, dtype=np.int64)]
 
 
-def _as_is(a: Arg, t: Type) -> D.Buffers:
+def as_is(a: Arg, t: Type) -> D.Buffers:
     match a.kind:
         case "numpy":
             if all(layer.dense for layer in D.layers(t)):
