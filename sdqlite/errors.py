@@ -28,10 +28,19 @@ class SDQLiteError(Exception):
 
     kind = "error"
 
-    def __init__(self, message: str, span: Span | None = None) -> None:
+    def __init__(self, message: str, span: Span | None = None, file: str | None = None
+                 ) -> None:
         super().__init__(message)
         self.message = message
         self.span = span
+        self.file = file  # the program's file, when it came from one
+
+    def __str__(self) -> str:
+        """``file:line:col: message`` when the error is in the program (``<program>`` for
+        source text); the message alone otherwise."""
+        if self.span is None:
+            return self.message
+        return f"{self.file or '<program>'}:{self.span}: {self.message}"
 
 
 class ParseError(SDQLiteError):

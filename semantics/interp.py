@@ -15,7 +15,7 @@ from typing import assert_never
 
 from immutables import Map
 
-from sdqlite.errors import NOT_EXPANDED, EvalError, Span
+from sdqlite.errors import NOT_EXPANDED, DataError, EvalError, Span
 from sdqlite.syntax.ast import (
     Add,
     ArrayLit,
@@ -69,6 +69,9 @@ def _int(x: Value, what: str, span: Span | None) -> int:
 
 def evaluate(e: Expr, env: Env, field: Field = FLOAT) -> Value:
     """⟦e⟧(env) for an elaborated, well-typed ``e``; real literals are read in ``field``."""
+    for name, v in env.items():
+        if (why := V.not_a_value(name, v)) is not None:
+            raise DataError(why)
     try:
         result = _eval(e, Map(env), field)
     except RecursionError:

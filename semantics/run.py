@@ -14,7 +14,15 @@ from sdqlite.syntax.parser import Program
 from sdqlite.syntax.types import Type
 from semantics.extents import check_extents
 from semantics.interp import evaluate
-from semantics.values import FLOAT, Field, Value, data_mismatch, has_type, type_of
+from semantics.values import (
+    FLOAT,
+    Field,
+    Value,
+    data_mismatch,
+    has_type,
+    not_a_value,
+    type_of,
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,12 @@ def context(program: Program, inputs: Mapping[str, Input]) -> Ctx:
     """Γ: the declared inputs, and each undeclared input typed by its data.
 
     Data given for a declared input must match its declaration."""
+    for name, data in inputs.items():
+        if not isinstance(data, Input):
+            raise DataError(f"input {name}: give semantics.run.Input(value) (or call "
+                            "sdqlite.evaluate, which reads numpy and scipy data)")
+        if (why := not_a_value(name, data.value)) is not None:
+            raise DataError(why)
     ctx: dict[str, Type] = {}
     declared = {d.name: d for d in program.decls}
     for d in program.decls:

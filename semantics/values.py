@@ -277,6 +277,17 @@ def sympy_field() -> Field:
 # ---- typing of values ---------------------------------------------------------------
 
 
+def not_a_value(name: str, v: object) -> str | None:
+    """Why ``v``, given as input ``name``, is not an SDQLite value (its outer layer:
+    linear checks belong to ``has_type``), or None."""
+    if isinstance(v, bool | int | float | Fraction | dict | DenseArray) or is_sympy(v):
+        return None
+    kind = f"{type(v).__module__.split('.')[0]}.{type(v).__name__}".removeprefix("builtins.")
+    return (f"input {name} is a {kind}, not an SDQLite value (a number, a dict of them, a "
+            "DenseArray): sdqlite.evaluate and sdqlite.grad read numpy and scipy data, or "
+            "convert it with semantics.convert.from_numpy / from_scipy")
+
+
 def has_type(v: Value, t: Type) -> bool:
     """Is ``v`` a canonical value of type ``t``? (No stored zeros in dictionaries.)"""
     match t:

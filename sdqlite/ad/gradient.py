@@ -37,6 +37,7 @@ from sdqlite.syntax.ast import (
     children,
     free_vars,
     map_children,
+    subterms,
 )
 from sdqlite.syntax.names import NameSupply, names_in
 from sdqlite.syntax.types import INT, DictT, Type, erase, is_discrete, sparse, tangent_type
@@ -53,6 +54,11 @@ def gradient(e: Expr, x: str, ctx: Ctx, *, share: bool = False) -> Expr:
         tau = wrt_type(ctx, x)
     except SDQLTypeError as err:
         raise DiffError(err.message, err.span) from None
+    unchecked = next((t for t in subterms(e) if hasattr(t, "ty") and t.ty is None), None)
+    if unchecked is not None:  # the rules read the types the checker writes in
+        raise DiffError("gradient takes a checked program: call sdqlite.typecheck(e, ctx) "
+                        "first and differentiate what it returns (or use sdqlite.grad)",
+                        getattr(unchecked, "span", None))
     names = NameSupply(names_in(e) | set(ctx))
     if share:
         e = anf(e, names)
