@@ -2,9 +2,11 @@
 
 The public entry points::
 
-    from sdqlite import parse_expr, parse_program, show, typecheck
-    from semantics.interp import evaluate           # the reference interpreter
-    f = sdqlite.compile(source, wrt="x", formats={"A": "csr"})   # the C++ backend
+    sdqlite.evaluate(source, A=matrix, x=vector)              # the value (interpreter)
+    sdqlite.grad(source, "x", A=matrix, x=vector)             # a gradient, like x
+    sdqlite.grad(source, "x", A, x, backend="cpp")            # the same, compiled C++
+    f = sdqlite.compile(source, wrt="x"); f(A, x)             # compile once, call often
+    from sdqlite import parse_program, show, typecheck        # the language itself
 
 One sub-package per stage of Fig. fig:arch, each importing only those below it (the
 layers contract in ``pyproject.toml``, checked by ``lint-imports``): ``syntax`` →
@@ -14,26 +16,50 @@ layers contract in ``pyproject.toml``, checked by ``lint-imports``): ``syntax`` 
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from sdqlite.check.typecheck import check, synth, typecheck
+from sdqlite.errors import (
+    BuildError,
+    CodegenError,
+    DataError,
+    DiffError,
+    EvalError,
+    ParseError,
+    SDQLiteError,
+    SDQLTypeError,
+)
 from sdqlite.syntax.parser import parse_expr, parse_program, parse_type
 from sdqlite.syntax.printer import show
 
+try:
+    __version__ = metadata.version("sdqlite")
+except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+    __version__ = "unknown"
+
 if TYPE_CHECKING:
     from codegen.api import compile as compile
+    from sdqlite.ui.api import evaluate as evaluate
+    from sdqlite.ui.api import grad as grad
 
 
 def __getattr__(name: str) -> Any:
-    """``compile`` comes from ``codegen``, a layer above this package's sub-packages, so
-    it is looked up when first used (PEP 562): this ``__init__`` runs before any of
-    ``sdqlite.syntax``, ``sdqlite.check``, …, which ``codegen`` itself imports."""
+    """``compile``, ``evaluate`` and ``grad`` come from layers above this package's
+    sub-packages (``codegen``, ``sdqlite.ui``), so they are looked up when first used
+    (PEP 562): this ``__init__`` runs before any of ``sdqlite.syntax``, ``sdqlite.check``,
+    …, which those layers import."""
     if name == "compile":
         from codegen.api import compile
 
         return compile
+    if name in ("evaluate", "grad"):
+        from sdqlite.ui import api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'sdqlite' has no attribute {name!r}")
 
 
-__all__ = ["check", "compile", "parse_expr", "parse_program", "parse_type", "show", "synth",
-           "typecheck"]
+__all__ = ["BuildError", "CodegenError", "DataError", "DiffError", "EvalError", "ParseError",
+           "SDQLTypeError", "SDQLiteError", "__version__", "check", "compile", "evaluate",
+           "grad", "parse_expr", "parse_program", "parse_type", "show", "synth", "typecheck"]

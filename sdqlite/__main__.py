@@ -1,0 +1,7 @@
+"""``python -m sdqlite``: the command line (``sdqlite --help``)."""
+
+import sys
+
+from sdqlite.ui.cli import main
+
+sys.exit(main())
