@@ -842,31 +842,36 @@ FAMILY_CTX: Ctx = {**SIZED_CTX, "y": DictT(REAL, dense=True), "W": DictT(REAL)}
 
 
 def sized_lookup_family() -> Iterator[tuple[str, str]]:
-    """Every program of a small family around the declared-extent lookup, over
-    FAMILY_CTX (x and V1 of size n, M sparse m×n, X2 dense m×n, y and W unsized), with
-    its one-hot's domain Q (every one well-typed):
+    """Every program of a small family around the declared-extent lookup, over FAMILY_CTX
+    (x and V1 of size n, M sparse m×n, X2 dense m×n, y and W unsized), with its
+    one-hot's domain Q (every one well-typed):
 
         sum(<k1, v1> in P) [let d = sum(<k, a> in Q) {k -> b} in]
             sum(<k3, v3> in R) {0 -> d(key)}
 
     P = x, V1, M, X2, W or unique(X2) (the keys of X2, no path); Q a vector: x, V1, y, a
-    row of M or X2 at k1 or at 0; R the same, W or P; key = k1 or k3; b strict in a or
-    not. Whether ``key`` is stored in Q turns on every part of the reason: Q dense (V1
-    is not), Q's size that of the layer ``key`` iterates (m for P = M or X2, n for x, V1
-    and rows, none for y and W: two unknown sizes are not the same), and, for a row of
-    X2, the row itself stored, so k1 a key of X2's (a row of X2 at a key of size n is
-    empty when n > m); and, over M, ``let x = V1 * 2.0`` around it: a sparse vector
-    hiding the dense input x."""
+    row of M or X2 at k1 or at 0; R the same, W, P, or a row bound by ``let r = M(k1)``
+    or ``let r = X2(0)`` (a lookup's keys keep its size, stored or not); key = k1 or k3;
+    b strict in a or not. Whether ``key`` is stored in Q turns on every part of the
+    reason: Q dense (V1 is not), Q's size that of the layer ``key`` iterates (m for P =
+    M or X2, n for x, V1 and rows, none for y and W: two unknown sizes are not the
+    same), and, for a row of X2, the row itself stored, so k1 a key of X2's (a row of X2
+    at a key of size n is empty when n > m); and, over M, ``let x = V1 * 2.0`` around
+    it: a sparse vector hiding the dense input x."""
     for p, q, let, r, key, b, shadow in itertools.product(
             ["x", "V1", "M", "X2", "W", "unique(X2)"],
             ["x", "V1", "y", "M(k1)", "X2(k1)", "X2(0)"],
-            [True, False], ["x", "V1", "W", "M(k1)", "X2(k1)", "X2(0)", "P"], ["k1", "k3"],
+            [True, False], ["x", "V1", "W", "M(k1)", "X2(k1)", "X2(0)", "P", "let M(k1)",
+                            "let X2(0)"], ["k1", "k3"],
             ["a * 1.5", "s' + 1.0"], [False, True]):
         if shadow and p != "M":
             continue
         onehot = f"sum(<k, a> in {q}) {{k -> {b}}}"
         d = "d" if let else f"({onehot})"
-        look = f"sum(<k3, v3> in {p if r == 'P' else r}) {{0 -> {d}({key})}}"
+        over = p if r == "P" else "r" if r.startswith("let ") else r
+        look = f"sum(<k3, v3> in {over}) {{0 -> {d}({key})}}"
+        if r.startswith("let "):  # a let-bound row: its keys keep the row's size
+            look = f"let r = {r[4:]} in {look}"
         body = f"let d = {onehot} in {look}" if let else look
         if shadow:  # a sparse vector named x hides the dense input x
             body = f"let x = V1 * 2.0 in {body}"

@@ -315,11 +315,12 @@ def test_lookup_within_a_declared_extent_is_sound_on_every_program_of_a_small_fa
     meaning on inputs that obey their sizes, with n above m and below it (so a key of
     size n is past the last row of X2, or a row key past the end of x); and the
     declared-extent reason fires on one-hots over x and over a row of X2 at a key (a row
-    is whole when its key is stored; ``X2(0)`` is no path: m may be 0)."""
+    is whole when its key is stored; ``X2(0)`` is no path: m may be 0), and over x at
+    the keys of a let-bound row of M (least squares' ``let r = A(i)``)."""
     envs = [_sized(3, 2), _sized(2, 3)]
     for env in envs:
         check_extents({x: (t, env[x], None) for x, t in FAMILY_CTX.items()})
-    checked, fired = 0, {q: Counter[str]() for q in ("x", "X2(k1)")}
+    checked, fired = 0, {q: Counter[str]() for q in ("x", "X2(k1)", "let-bound row")}
     for q, text in sized_lookup_family():
         e, t = typecheck(parse_expr(text), FAMILY_CTX)
         result = iterated_key_lookup(e, FAMILY_CTX)
@@ -331,9 +332,12 @@ def test_lookup_within_a_declared_extent_is_sound_on_every_program_of_a_small_fa
         checked += 1
         if q in fired:
             fired[q] += result.fired
+        if q == "x" and text.startswith("sum(<k1, v1> in x) ") and \
+                "let r = M(k1) in sum(<k3, v3> in r) {0 -> d(k3)}" in text:  # M(k1): no row
+            fired["let-bound row"] += result.fired  # least squares' x'(j), j in A(i)
     assert checked > 1000, checked
     assert all(fired[q]["iterated-key-lookup (declared-extent)"] > 0
-               for q in ("x", "X2(k1)")), fired
+               for q in ("x", "X2(k1)", "let-bound row")), fired
 
 
 def test_the_declared_extent_is_needed() -> None:

@@ -706,11 +706,11 @@ def test_a_rule_moving_a_term_across_binders_reads_its_outer_variables_right() -
 
 
 def test_the_default_limits_are_the_documented_ones() -> None:
-    """30 iterations, egg's ``Runner`` default; 2,500 nodes and 120 s, this project's, as
+    """30 iterations, egg's ``Runner`` default; 5,000 nodes and 120 s, this project's, as
     the README states them (the CLI's ``--node-limit`` and ``--time-limit`` defaults)."""
-    assert (Limits().iter_limit, Limits().node_limit, Limits().time_limit) == (30, 2_500, 120.0)
+    assert (Limits().iter_limit, Limits().node_limit, Limits().time_limit) == (30, 5_000, 120.0)
     readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
-    assert "default limits (30 iterations, 2,500 nodes, 120 s per saturation" in readme
+    assert "default limits (30 iterations, 5,000 nodes, 120 s per saturation" in readme
 
 
 def range_family() -> list[str]:

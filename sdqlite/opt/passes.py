@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sdqlite.check.typecheck import Ctx, NodeTypes, bind, typecheck
 from sdqlite.opt.rules import NORMALIZATION, SPARSITY, Rule, family
@@ -154,6 +154,9 @@ class _Scope:
     # entry stored in one, or an alias of one; never a lookup's result (maybe an empty 0)
     shapes: dict[str, DictT]
     paths: dict[str, Expr]  # a variable that is a path: sum(<k, v> in P) makes v = P(k)
+    # a let-bound lookup's declared type: its keys' extents hold (a stored entry's, or
+    # the empty dictionary's), not its wholeness (``let row = A(i)``, A sparse)
+    lookups: dict[str, DictT] = field(default_factory=dict)
 
     def without(self, names: set[str]) -> _Scope:
         """Forget what a new binder of one of ``names`` shadows."""
@@ -163,7 +166,8 @@ class _Scope:
             {n: s for n, s in self.defs.items() if kept(n, s)},
             {n: (x, ext) for n, (x, ext) in self.keys.items() if kept(n, x)},
             {n: sh for n, sh in self.shapes.items() if n not in names},
-            {n: p for n, p in self.paths.items() if kept(n, p)})
+            {n: p for n, p in self.paths.items() if kept(n, p)},
+            {n: t for n, t in self.lookups.items() if n not in names})
 
     def path(self, e: Expr) -> Expr:
         """``e`` with variables that stand for paths replaced by them (``row`` → ``M(i)``)."""
@@ -179,6 +183,8 @@ class _Scope:
         match e:
             case Var(x) if x in self.shapes:
                 return self.shapes[x]
+            case Var(x) if x in self.lookups:
+                return self.lookups[x]
             case Lookup(d) | Unique(d):
                 t = self.shape(d)
                 inner = t.val if isinstance(t, DictT) and isinstance(e, Lookup) else t
@@ -228,6 +234,8 @@ def _keys(e: Expr, sc: _Scope, fired: Counter[str], names: NameSupply) -> Expr:
                 inner.defs[x] = rhs2  # type: ignore[assignment]
             if (t := sc.whole(rhs2)) is not None:  # an alias of a whole value
                 inner.shapes[x] = t
+            elif (t := sc.shape(rhs2)) is not None:  # a lookup (or its alias)
+                inner.lookups[x] = t  # [declared-extent] for the keys iterating it
             if _is_path(rhs2) and x not in free_vars(rhs2):
                 inner.paths[x] = sc.path(rhs2)
             return replace(e, rhs=rhs2, body=go(body, inner))

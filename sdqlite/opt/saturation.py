@@ -32,7 +32,7 @@ class Limits:
     within them."""
 
     iter_limit: int = 30
-    node_limit: int = 2_500  # twice the largest saturated e-graph of make bench's kernels
+    node_limit: int = 5_000  # twice the largest saturated e-graph of make bench's kernels (LSQ)
     time_limit: float = 120.0
 
 
