@@ -25,6 +25,7 @@ as ``output="value"`` always.
 from __future__ import annotations
 
 import inspect
+import keyword
 import os
 import sys
 import time
@@ -424,9 +425,11 @@ def _described(c: Compiled) -> tuple[str, inspect.Signature]:
     declared_ = [d.name for d in c.program.decls if d.name in c.needed]
     rest = sorted(c.needed - set(declared_))
     P = inspect.Parameter
-    params = [P(x, P.POSITIONAL_OR_KEYWORD) for x in declared_] + \
-        [P(x, P.KEYWORD_ONLY) for x in rest]
-    sig = inspect.Signature(params)
+    if all(x.isidentifier() and not keyword.iskeyword(x) for x in c.needed):
+        sig = inspect.Signature([P(x, P.POSITIONAL_OR_KEYWORD) for x in declared_] +
+                                [P(x, P.KEYWORD_ONLY) for x in rest])
+    else:  # an input named class or x' is given as f(**{"class": ...}) or by position
+        sig = inspect.Signature([P("args", P.VAR_POSITIONAL), P("inputs", P.VAR_KEYWORD)])
     assert c.program.expr is not None
     what = f"the gradient w.r.t. {c.wrt} of" if c.wrt else "the value of"
     text = "\n".join([*map(str, c.program.decls), show(c.program.expr)])

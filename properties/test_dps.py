@@ -168,6 +168,9 @@ def keyed_sums(draw: Draw) -> Generated:
     return Generated(SHAPE_CTX, e, typecheck(e, SHAPE_CTX)[1])
 
 
+#: str(e) of an error in a program starts with its location (source text: <program>)
+AT = r"<program>:\d+:\d+: "
+
 #: singletons whose value needs statements (a sum, a let): DPS enters the entry by
 #: reference and lowers the value into it; random programs of the ``mutation`` profile's
 #: size had none
@@ -355,5 +358,6 @@ def test_the_emitter_asks_for_a_lowered_program(construct: str) -> None:
     inner = parse_expr({"sum": "sum(<k, v> in {0 -> 1.0}) v", "let": "let y = 1.0 in y",
                         "unique": "unique(1.0)", "gradient": "gradient (x * x) x"}[construct])
     low = Lowered((Assign(Dest(RESULT), inner),), REAL, (("x", REAL),))
-    with pytest.raises(CodegenError, match=f"^{construct} reached the C\\+\\+ emitter"):
+    with pytest.raises(CodegenError,
+                       match=f"^{AT}{construct} reached the C\\+\\+ emitter"):
         emit_kernel("k", low)

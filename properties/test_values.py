@@ -304,6 +304,9 @@ def test_stored_zero_finds_the_one_zero_entry_of_a_value(
     assert data_mismatch("x", planted, REAL, t) == f"input x is declared real but its data is {t}"
 
 
+#: str(e) of an error in a program starts with its location (source text: <program>)
+AT = r"<program>:\d+:\d+: "
+
 INT_PLACES = {  # a program with an int in each place an int is needed: what the error names
     "{n -> 1.0}": "a dictionary key", "V(n)": "a lookup key", "(n:3)": "a range start",
     "(0:n)": "a range end", "A(n:3)": "a sub-array start", "A(0:n)": "a sub-array end"}
@@ -315,7 +318,7 @@ def test_evaluate_refuses_a_key_or_bound_that_is_not_an_int(source: str, bad: Va
     ctx: dict[str, Type] = {"n": INT, "V": DictT(REAL), "A": DictT(REAL, dense=True)}
     e = typecheck(parse_expr(source), ctx)[0]
     env = {"n": bad, "V": {1: 2.0}, "A": dense([1.0, 2.0])}
-    with pytest.raises(EvalError, match=f"^{INT_PLACES[source]} must be an int, found "):
+    with pytest.raises(EvalError, match=f"^{AT}{INT_PLACES[source]} must be an int, found "):
         evaluate(e, env)
     assert evaluate(e, {**env, "n": 1}) is not None  # an int in its place is fine
 
@@ -326,8 +329,8 @@ def test_evaluate_never_returns_a_number_that_is_not_finite(bad: float, name: st
     ctx: dict[str, Type] = {"x": REAL, "V": DictT(REAL), "W": DictT(DictT(REAL, dense=True))}
     env: dict[str, Value] = {"x": bad, "V": {0: 1.0, 3: bad},
                              "W": {2: dense([1.0, bad])}}
-    with pytest.raises(EvalError, match=r"^real overflow: the result holds a number that is "
-                                        r"not finite"):
+    with pytest.raises(EvalError, match="^" + AT + r"real overflow: the result holds a number that "
+                                        r"is not finite"):
         evaluate(typecheck(parse_expr(name), ctx)[0], env)
 
 
@@ -338,7 +341,7 @@ def test_a_step_that_overflows_is_an_error_even_if_the_result_is_finite(
         source: str, x: float) -> None:
     ctx: dict[str, Type] = {"x": REAL, "V": DictT(REAL)}
     e = typecheck(parse_expr(source), ctx)[0]
-    with pytest.raises(EvalError, match=r"^real overflow"):
+    with pytest.raises(EvalError, match=f"^{AT}real overflow"):
         evaluate(e, {"x": x, "V": {0: x}})
     assert evaluate(e, {"x": 0.5, "V": {0: 0.5}}) is not None  # no overflow: a value
 
