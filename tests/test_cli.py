@@ -111,13 +111,30 @@ def test_bad_invocations_are_reported(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "error:" in err and "Traceback" not in err
 
 
-def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[str],
+                                                 flag: str) -> None:
     from importlib import metadata
 
     with pytest.raises(SystemExit) as stop:
-        main(["--version"])
+        main([flag])
     assert stop.value.code == 0
     assert capsys.readouterr().out == f"sdqlite {metadata.version('sdqlite')}\n"
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("", "nothing to check: the program is empty"),
+    ("// a comment\n", "nothing to check: the program is empty"),
+    ("x : real\n", "nothing to check: the program has declarations"),
+])
+def test_checking_no_expression_says_there_is_nothing_to_check(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], text: str,
+        words: str) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    assert main(["check", "-"]) == 1
+    assert words in capsys.readouterr().err
 
 
 def test_repl_help_lists_the_repl_commands(capsys: pytest.CaptureFixture[str]) -> None:

@@ -70,6 +70,16 @@ def test_loop_multiline_and_errors(monkeypatch: pytest.MonkeyPatch,
     assert "<repl>:1:1: error: unbound variable W" in out.err
 
 
+@pytest.mark.parametrize("leave", [":quit", ":q", ":exit", "quit", "exit", "  exit  "])
+def test_the_loop_ends_on_quit_and_exit(monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str], leave: str) -> None:
+    """``quit`` and ``exit`` leave as Python's REPL's do; what follows is not read."""
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"1.0 + 1.0\n{leave}\n3.0 * 5.0\n"))
+    assert repl() == 0
+    out = capsys.readouterr().out
+    assert "2.0" in out and "15.0" not in out
+
+
 def test_loop_survives_failures_and_keeps_the_session(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A bug, Ctrl-C, deep recursion or exhausted memory in one entry is reported in one

@@ -60,6 +60,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     text, name = _source(args)
     prog = parse_program(text)
+    if prog.expr is None:
+        raise SDQLTypeError("nothing to check: the program is empty" if not prog.decls else
+                            "nothing to check: the program has declarations (NAME : TYPE) "
+                            "but no expression after them")
     inputs = _inputs(prog, args.input)
     _, t = check_program(prog, context(prog, inputs))
     print(f"{name}: {t}")
@@ -244,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sdqlite",
         description="SDQLite: semi-ring dictionaries, their semantics and differentiation "
                     "(the paper '∇SD: Differentiable Programming for Sparse Tensors').")
-    ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    ap.add_argument("-V", "--version", action="version", version=f"%(prog)s {_version()}")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     inp = {"action": "append", "default": [], "metavar": "NAME=PATH|VALUE",
            "help": "data for an input: a .npy/.mtx/.npz file or a literal such as "

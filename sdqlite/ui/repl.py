@@ -54,7 +54,7 @@ def repl(session: Session | None = None) -> int:
         except KeyboardInterrupt:
             print("\n(interrupted)")
             continue
-        if text.strip() in (":quit", ":q", ":exit"):
+        if text.strip() in (":quit", ":q", ":exit", "quit", "exit"):  # (as Python's)
             return 0
         out = _run_entry(session, text, sys.stdout if interactive else sys.stderr)
         if out:

@@ -78,7 +78,7 @@ Enter an SDQLite expression to evaluate it, or a declaration `NAME : TYPE`.
   :cpp EXPR [wrt X]            the C++ the backend generates (declared inputs, as hash maps)
   :inputs                      list the declared inputs and their values
   :help                        this text
-  :quit                        leave (also Ctrl-D)
+  :quit, quit, exit            leave (also Ctrl-D)
 An expression or declaration goes on over further lines while it is incomplete; an
 empty line ends it (if it is still incomplete, the error says what is missing).
 A command (:...) is one line."""
