@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sdqlite.errors import DataError, SDQLTypeError
+from sdqlite.errors import DataError, ParseError, SDQLTypeError
+from sdqlite.syntax.parser import HINTS
 from sdqlite.ui.repl import repl
 from sdqlite.ui.session import Session
 
@@ -68,6 +69,22 @@ def test_loop_multiline_and_errors(monkeypatch: pytest.MonkeyPatch,
     out = capsys.readouterr()
     assert "{ 0 -> 4.0 }\n  : {int -> real}" in out.out
     assert "<repl>:1:1: error: unbound variable W" in out.err
+
+
+@pytest.mark.parametrize(("typed", "hint"), [
+    ("x ^ 2.0", "^"), ("x ** 2.0", "**"), ("x / 2.0", "/"), ("x % 2.0", "%"),
+    ("x == 2.0", "=="), ("x != 2.0", "!="), ("!(x = 1.0)", "!"), ("x && x", "&&"),
+    ("x || x", "||"), ("if x = 1.0 then x else 2.0", "else")])
+def test_what_other_languages_write_gets_a_hint(typed: str, hint: str) -> None:
+    """Each row of the parser's HINTS, typed, is a parse error that gives its hint, and
+    ``:help syntax`` lists them all."""
+    s = Session()
+    s.handle("x : real")
+    with pytest.raises(ParseError) as caught:
+        s.handle(typed)
+    assert f"({HINTS[hint]})" in caught.value.message
+    listed = s.handle(":help syntax")
+    assert all(v in listed for v in HINTS.values())
 
 
 @pytest.mark.parametrize("leave", [":quit", ":q", ":exit", "quit", "exit", "  exit  "])

@@ -304,6 +304,30 @@ def _nice(name: str) -> str:
     return name.lower()
 
 
+#: what people type from other languages -> what SDQLite writes (``:help syntax``)
+HINTS: dict[str, str] = {
+    "^": "SDQLite has no power operator: write x * x, or exp(y * log(x))",
+    "**": "SDQLite has no power operator: write x * x, or exp(y * log(x))",
+    "/": "SDQLite has no division: write a * inv(b)",
+    "%": "SDQLite has no remainder operator",
+    "==": "equality is one '=': a = b",
+    "!": "negation is 'not': not (a = b)",
+    "!=": "inequality is 'not (a = b)'",
+    "&&": "no 'and' operator: nest the conditions, if a then (if b then e)",
+    "||": "no 'or' operator: (if a then e) + (if not a then (if b then e))",
+    "else": "'if c then e' has no else: it is zero when c is false; write "
+            "(if c then a) + (if not c then b)",
+}
+
+
+def _hint(text: str, pos: int, found: str) -> str:
+    """A hint for what was found at ``pos`` (two characters first: ``==`` over ``=``)."""
+    for n in (2, 1):
+        if text[pos:pos + n] in HINTS and n <= len(text) - pos:
+            return f" ({HINTS[text[pos:pos + n]]})"
+    return f" ({HINTS[found]})" if found in HINTS else ""
+
+
 def _convert(err: lark.exceptions.UnexpectedInput, text: str) -> ParseError:
     line, col = max(err.line, 1), max(err.column, 1)
     if isinstance(err, lark.exceptions.UnexpectedToken):
@@ -315,12 +339,19 @@ def _convert(err: lark.exceptions.UnexpectedInput, text: str) -> ParseError:
             lines = text.splitlines() or [""]
             line, col = len(lines), len(lines[-1]) + 1
         end = col + max(1, len(str(tok.value)) if tok.type != "$END" else 1)
-        return ParseError(f"unexpected {found}; expected {exp}", Span(line, col, line, end))
+        hint = ""
+        if tok.type != "$END" and tok.start_pos is not None:  # "==": the second "=" here
+            before = text[tok.start_pos - 1] if tok.start_pos > 0 else ""
+            pair = before + str(tok.value)[:1]
+            hint = f" ({HINTS[pair]})" if pair in HINTS else _hint(text, tok.start_pos,
+                                                                     str(tok.value))
+        return ParseError(f"unexpected {found}; expected {exp}{hint}",
+                          Span(line, col, line, end))
     if isinstance(err, lark.exceptions.UnexpectedCharacters):
         pos = err.pos_in_stream or 0
         ch = text[pos] if 0 <= pos < len(text) else "?"
         what = "unterminated comment" if text.startswith("/*", pos) else (
-            f"unexpected character {ch!r}"
+            f"unexpected character {ch!r}{_hint(text, pos, ch)}"
         )
         return ParseError(what, Span(line, col, line, col + 1))
     return ParseError("unexpected end of input", Span(line, col, line, col + 1))

@@ -16,7 +16,7 @@ from sdqlite.opt.pipeline import describe, pipeline
 from sdqlite.paths import read_source
 from sdqlite.storage.formats import declared_formats
 from sdqlite.syntax.ast import Expr, Gradient, free_vars
-from sdqlite.syntax.parser import Decl, Program, parse_program
+from sdqlite.syntax.parser import HINTS, Decl, Program, parse_program
 from sdqlite.syntax.printer import show
 from sdqlite.syntax.types import REAL, Type
 from semantics.convert import load
@@ -77,7 +77,7 @@ Enter an SDQLite expression to evaluate it, or a declaration `NAME : TYPE`.
   :opt EXPR wrt X              ... differentiating EXPR w.r.t. X
   :cpp EXPR [wrt X]            the C++ the backend generates (declared inputs, as hash maps)
   :inputs                      list the declared inputs and their values
-  :help                        this text
+  :help                        this text (:help syntax: what SDQLite writes for ^, /, ==, …)
   :quit, quit, exit            leave (also Ctrl-D)
 An expression or declaration goes on over further lines while it is incomplete; an
 empty line ends it (if it is still incomplete, the error says what is missing).
@@ -107,6 +107,9 @@ class Session:
         self.source = arg
         match cmd:
             case "help" | "h" | "?":
+                if arg.strip() == "syntax":
+                    return "\n".join(["What other languages write, and SDQLite's way:",
+                                      *(f"  {k:6} {v}" for k, v in HINTS.items())])
                 return HELP
             case "type" | "t":
                 return str(self._elaborate(arg, ":type EXPR")[1])
