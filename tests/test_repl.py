@@ -1,6 +1,7 @@
 """The REPL session: declarations, inputs, :type, :load, multi-line entries."""
 
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +86,21 @@ def test_what_other_languages_write_gets_a_hint(typed: str, hint: str) -> None:
     assert f"({HINTS[hint]})" in caught.value.message
     listed = s.handle(":help syntax")
     assert all(v in listed for v in HINTS.values())
+
+
+@pytest.mark.parametrize(("entry", "words"), [
+    (":grad x * x", "the variable to differentiate by is missing"),
+    (":grad x", "the variable to differentiate by is missing"),
+    (":grad", "usage: :grad EXPR X"),
+    (":grad x ^ 2.0 x", "no power operator"),  # the body's own parse error, with its hint
+])
+def test_grad_without_its_variable_says_what_is_missing(entry: str, words: str) -> None:
+    s = Session()
+    s.handle("x : real")
+    with pytest.raises((DataError, ParseError), match=re.escape(words)):
+        s.handle(entry)
+    s.handle(":input x = 3.0")
+    assert "6.0" in s.handle(":grad x * x x").splitlines()  # d(x²)/dx = 2x at 3
 
 
 @pytest.mark.parametrize("leave", [":quit", ":q", ":exit", "quit", "exit", "  exit  "])

@@ -11,7 +11,7 @@ from sdqlite.ad.anf import anf
 from sdqlite.ad.fad import fad, tangent_context
 from sdqlite.ad.gradient import expand
 from sdqlite.check.typecheck import typecheck
-from sdqlite.errors import DataError, SDQLiteError
+from sdqlite.errors import DataError, ParseError, SDQLiteError
 from sdqlite.opt.pipeline import describe, pipeline
 from sdqlite.paths import read_source
 from sdqlite.storage.formats import declared_formats
@@ -136,8 +136,12 @@ class Session:
                 return f"{show(tangent)}\n  : {dt}"
             case "grad" | "gradient":
                 body, _, x = arg.rstrip().rpartition(" ")
-                if not body.strip() or not x:
-                    raise DataError("usage: :grad EXPR X")
+                if not body.strip() or not x.isidentifier() or not self._parses(body):
+                    if self._parses(arg):  # an expression, and no variable after it
+                        raise DataError(":grad EXPR X: the variable to differentiate by "
+                                        "is missing (e.g. :grad x * x x)")
+                    if not body.strip() or not x.isidentifier():
+                        raise DataError("usage: :grad EXPR X (e.g. :grad x * x x)")
                 self.source = body
                 expr = self._parse(body, ":grad EXPR X")
                 ctx = self._ctx()
@@ -190,6 +194,13 @@ class Session:
                        if n in self.types})
         value = evaluate(elab, {n: i.value for n, i in self.inputs.items()})
         return f"{show_value(value)}\n  : {t}"
+
+    @staticmethod
+    def _parses(text: str) -> bool:
+        try:
+            return parse_program(text).expr is not None
+        except ParseError:
+            return False
 
     def _parse(self, text: str, usage: str) -> Expr:
         expr = parse_program(text).expr
