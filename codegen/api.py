@@ -280,7 +280,8 @@ class Compiled:
             _say(f"optimizing {self.name} for these inputs (once: cached after)")
             if self.optimize:
                 stages = pipeline(elab, ctx, self.wrt, self.limits, formats,
-                                  normalize=self.normalize)
+                                  normalize=self.normalize,
+                                  spans={x for x, k in kinds.items() if k in I.SPANS})
             else:
                 stages = self._unoptimized(elab, ctx, formats)
             plans.store(name, stages, ctx)

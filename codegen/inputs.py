@@ -374,11 +374,14 @@ def layer_facts(a: Arg) -> list[Layer]:
 def within(a: Arg, bounds: Mapping[str, int]) -> Arg:
     """numpy or scipy data cut to the sizes of their layers where another input fixes one
     below the shape: the sizes check found no entry beyond it, and a kernel iterating
-    the whole shape would write an empty row's key outside the result's size."""
+    the whole shape would write an empty row's key outside the result's size.  A scipy
+    matrix is also grown to them (no entry more): its positional layers then span their
+    declared sizes, so a row is read in place at any key of that size (``SPANS``)."""
     if a.kind not in ("scipy", "numpy"):
         return a
     layers = D.layers(with_shape_sizes(a.name, a.type))
-    cut = tuple(min(n, bounds[str(layer.extent)]) for n, layer in zip(
+    cut = tuple((bounds[str(layer.extent)] if a.kind == "scipy" else
+                 min(n, bounds[str(layer.extent)])) for n, layer in zip(
         a.data.shape, layers, strict=True))
     if cut == tuple(a.data.shape):
         return a
@@ -389,6 +392,11 @@ def within(a: Arg, bounds: Mapping[str, int]) -> Arg:
         np.ones(len(vals), dtype=bool)
     return replace(a, data=Sparse(cut, "coo", (*[k[keep] for k in keys], vals[keep]), True,
                                   a.data.keys))
+
+
+#: the kinds of data ``within`` lays out spanning their declared sizes (the pipeline's
+#: ``spans``)
+SPANS: tuple[Kind, ...] = ("scipy",)
 
 
 def entries(a: Arg) -> Coo:

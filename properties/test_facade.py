@@ -254,3 +254,40 @@ def test_version_and_python_dash_m() -> None:
     done = subprocess.run([sys.executable, "-m", "sdqlite", "--version"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0 and sdqlite.__version__ in done.stdout
+
+
+@settings(max_examples=min(30, settings().max_examples), deadline=None)
+@given(st.integers(0, 5), st.integers(0, 4), st.integers(-2, 2), st.integers(0, 2**31 - 1))
+def test_least_squares_reads_the_rows_of_a_in_place(m: int, n: int, extra: int,
+                                                     seed: int) -> None:
+    """Rows read in place (storage composition of ``A(i)`` at a key of A's declared size,
+    ``properties``' law 2's compiled side): least squares iterating b reads row i of a
+    scipy A where it is stored, without building A as nested hash maps, and its
+    gradient is scipy's formula over the rows where b is stored, also when A has fewer
+    rows than m (the door grows it) or more, empty ones (the door cuts them)."""
+    rng = np.random.default_rng(seed)
+    rows = max(0, m + extra)
+    dense = np.round(rng.standard_normal((rows, n)) * (rng.random((rows, n)) < 0.5), 1)
+    dense[m:] = 0.0  # rows past m hold no entry (the sizes check refuses one)
+    A = sp.csr_array(dense) if rows and n else sp.csr_array((rows, n))
+    b, x = np.round(rng.standard_normal(m), 1), np.round(rng.standard_normal(n), 1)
+    within = np.zeros((m, n))
+    within[:min(rows, m)] = dense[:min(rows, m)]
+    stored = within[b != 0]  # the sum iterates b's entries: a zero of b is none
+    want = 2 * stored.T @ (stored @ x - b[b != 0])
+    f = sdqlite.compile(LSQ, wrt="x")
+    assert np.allclose(f(A, b, x), want, rtol=1e-9, atol=1e-12)
+    assert "sdql::dict<sdql::dict<double>>" not in f.cpp({"A": A, "b": b, "x": x})
+
+
+def test_rows_are_read_in_place_only_at_keys_of_the_rows_size() -> None:
+    """The guard of rows read in place: iterating b of size p, not A's m, a key may lie
+    past A's rows, so A(i) stays a lookup in A built whole (a key past the last row
+    reads no row) and the gradient is still scipy's."""
+    other = LSQ.replace("b : {int[m] -> real}", "b : {int[p] -> real}")
+    A = sp.csr_array(np.array([[1.0, 2.0], [0.0, 3.0]]))
+    b, x = np.array([1.0, -1.0, 4.0]), np.array([0.5, 0.25])
+    f = sdqlite.compile(other, wrt="x")
+    r = np.append(A @ x, 0.0) - b  # row 2 of A is past its 2 rows: empty
+    assert np.allclose(f(A, b, x), 2 * A.T @ r[:2])
+    assert "sdql::dict<sdql::dict<double>>" in f.cpp({"A": A, "b": b, "x": x})

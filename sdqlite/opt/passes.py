@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
 from sdqlite.check.typecheck import Ctx, NodeTypes, bind, typecheck
@@ -22,6 +23,7 @@ from sdqlite.syntax.ast import (
     Sum,
     Unique,
     Var,
+    children,
     free_vars,
     map_children,
     subterms,
@@ -211,34 +213,44 @@ class _Scope:
         return None
 
 
+def _in_sum(sc: _Scope, k: str, v: str, dom: Expr) -> _Scope:
+    """What is known in the body of ``sum(<k, v> in dom)``."""
+    inner = sc.without({k, v})
+    t = sc.shape(dom)
+    if k != "_" and not {k, v} & free_vars(dom):
+        p = sc.path(dom) if _is_path(dom) else None
+        inner.keys[k] = (p, t.extent if t else None)
+        if v != "_" and p is not None:
+            inner.paths[v] = Lookup(p, Var(k))
+    if v != "_" and t is not None and isinstance(t.val, DictT):
+        inner.shapes[v] = t.val
+    return inner
+
+
+def _in_let(sc: _Scope, x: str, rhs: Expr) -> _Scope:
+    """What is known in the body of ``let x = rhs``."""
+    inner = sc.without({x})
+    if _onehot_like(rhs) and x not in free_vars(rhs):  # (else x means two things)
+        inner.defs[x] = rhs  # type: ignore[assignment]
+    if (t := sc.whole(rhs)) is not None:  # an alias of a whole value
+        inner.shapes[x] = t
+    elif (t := sc.shape(rhs)) is not None:  # a lookup (or its alias)
+        inner.lookups[x] = t  # [declared-extent] for the keys iterating it
+    if _is_path(rhs) and x not in free_vars(rhs):
+        inner.paths[x] = sc.path(rhs)
+    return inner
+
+
 def _keys(e: Expr, sc: _Scope, fired: Counter[str], names: NameSupply) -> Expr:
     def go(x: Expr, inner: _Scope = sc) -> Expr:
         return _keys(x, inner, fired, names)
 
     match e:
         case Sum(k, v, dom, body):
-            inner = sc.without({k, v})
-            t = sc.shape(dom)
-            if k != "_" and not {k, v} & free_vars(dom):
-                p = sc.path(dom) if _is_path(dom) else None
-                inner.keys[k] = (p, t.extent if t else None)
-                if v != "_" and p is not None:
-                    inner.paths[v] = Lookup(p, Var(k))
-            if v != "_" and t is not None and isinstance(t.val, DictT):
-                inner.shapes[v] = t.val
-            return replace(e, dom=go(dom), body=go(body, inner))
+            return replace(e, dom=go(dom), body=go(body, _in_sum(sc, k, v, dom)))
         case Let(x, rhs, body):
             rhs2 = go(rhs)
-            inner = sc.without({x})
-            if _onehot_like(rhs2) and x not in free_vars(rhs2):  # (else x means two things)
-                inner.defs[x] = rhs2  # type: ignore[assignment]
-            if (t := sc.whole(rhs2)) is not None:  # an alias of a whole value
-                inner.shapes[x] = t
-            elif (t := sc.shape(rhs2)) is not None:  # a lookup (or its alias)
-                inner.lookups[x] = t  # [declared-extent] for the keys iterating it
-            if _is_path(rhs2) and x not in free_vars(rhs2):
-                inner.paths[x] = sc.path(rhs2)
-            return replace(e, rhs=rhs2, body=go(body, inner))
+            return replace(e, rhs=rhs2, body=go(body, _in_let(sc, x, rhs2)))
         case Lookup(Var(name), Var(i)) if name in sc.defs and (
                 why := sc.holds(i, sc.defs[name].dom)):
             fired[f"iterated-key-lookup ({why})"] += 1
@@ -248,6 +260,35 @@ def _keys(e: Expr, sc: _Scope, fired: Counter[str], names: NameSupply) -> Expr:
             return _entry(s, i, names)
         case _:
             return map_children(e, go)
+
+
+def positional_rows(e: Expr, ctx: Ctx, inputs: Collection[str]) -> set[int]:
+    """The lookups ``A(k)`` of an input of ``inputs`` (stored in a format whose first
+    layer is positional, laid out to span its declared size) at a key ``k`` iterating a
+    layer of the same declared size as A's first: storage composition may read them as
+    the format's row at ``k`` (``sdqlite.storage.compose``), for k lies in ``0 .. len``.
+    They are named by identity: composition walks this same ``e``."""
+    out: set[int] = set()
+    shapes = {x: t for x, t in ctx.items() if isinstance(t, DictT)}
+
+    def walk(x: Expr, sc: _Scope) -> None:
+        match x:
+            case Sum(k, v, dom, body):
+                walk(dom, sc)
+                walk(body, _in_sum(sc, k, v, dom))
+            case Let(y, rhs, body):
+                walk(rhs, sc)
+                walk(body, _in_let(sc, y, rhs))
+            case Lookup(Var(a), Var(k)) if a in inputs and sc.shapes.get(a) is ctx.get(a) \
+                    and (t := shapes.get(a)) is not None and t.extent is not None \
+                    and sc.keys.get(k, (None, None))[1] == t.extent:
+                out.add(id(x))
+            case _:
+                for c in children(x):
+                    walk(c, sc)
+
+    walk(e, _Scope({}, {}, shapes, {}))
+    return out
 
 
 def _is_path(e: Expr) -> bool:

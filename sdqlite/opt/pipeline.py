@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from sdqlite.ad.anf import anf
@@ -31,6 +31,7 @@ from sdqlite.opt.passes import (
     PassResult,
     iterated_key_lookup,
     normalize_multiplication,
+    positional_rows,
     sparsity_propagation,
 )
 from sdqlite.opt.saturation import Limits as Limits  # part of this module's interface
@@ -57,10 +58,12 @@ class Stage:
 
 
 def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = None,
-             formats: Mapping[str, Format] | None = None, *, normalize: bool = True
-             ) -> list[Stage]:
+             formats: Mapping[str, Format] | None = None, *, normalize: bool = True,
+             spans: Collection[str] = ()) -> list[Stage]:
     """Run the pipeline on an elaborated ``ctx ⊢ e``; the last stage is the result, typed
-    in the last stage's ``ctx``."""
+    in the last stage's ``ctx``.  ``spans`` names inputs whose data are laid out with each
+    positional layer spanning its declared size (``codegen``'s door grows a scipy
+    matrix to it): their rows are read in place at keys of that size (``compose``)."""
     limits = limits or Limits()
     e = expand(e, ctx)  # the program's own gradient e' x, if any (Fig. fig:api)
     stages = [Stage("input", e, 0.0, ctx=dict(ctx))]
@@ -106,7 +109,8 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = 
     if stored.keys() & free_vars(stages[-1].program):
 
         def storage(x: Expr) -> tuple[Expr, dict[str, object]]:
-            c = compose(x, here["ctx"], stored)
+            spanning = {a for a in spans if a in stored and stored[a].positional[:1] == (True,)}
+            c = compose(x, here["ctx"], stored, positional_rows(x, here["ctx"], spanning))
             here["ctx"] = c.ctx
             unique.update(c.unique)  # the formats' promises, for the saturation after
             return typecheck(c.program, c.ctx)[0], {
