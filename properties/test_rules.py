@@ -173,6 +173,10 @@ GUARD_COUNTEREXAMPLES: dict[tuple[str, str], tuple[dict[str, Type], str, str]] =
         {"x": DictT(REAL)}, "[x] * sum(<k, v> in x) v", "x = {}"),
     ("scale-into-sum", "binders-fresh"): (
         {"b": REAL, "d": DictT(REAL)}, "b * sum(<k, b> in d) b", "b = 3.0; d = {0 -> 2.0}"),
+    ("scale-into-sum-right", "no-dense-result"): (
+        {"x": DictT(REAL)}, "(sum(<k, v> in x) v) * [x]", "x = {}"),
+    ("scale-into-sum-right", "binders-fresh"): (
+        {"b": REAL, "d": DictT(REAL)}, "(sum(<k, b> in d) b) * b", "b = 3.0; d = {0 -> 2.0}"),
     ("scale-into-let", "let-binder-fresh"): (
         {"x": REAL}, "x * let x = 2.0 in x", "x = 3.0"),
     # a dictionary factor would become the inner layer

@@ -285,6 +285,14 @@ RULES: tuple[Rule, ...] = (
                "`let r = <a CSR row> in r * r` under beta)"),
     Rule("scale-into-single", NORMALIZATION, "STOREL sing-mult-4",
          "e1 * {e2 -> e3}", "{e2 -> e1 * e3}", ("e1", "e2", "e3"), (LEFT_REAL,)),
+    # the same on the right: a row times a scalar (least squares' r * row) is scaled in
+    # place, not first built as a dictionary and then iterated
+    Rule("scale-into-sum-right", NORMALIZATION, "STOREL sum-fact-inv-2",
+         "(sum(<k, v> in e2) e3) * e1", "sum(<k, v> in e2) e3 * e1", ("e1", "e2", "e3"),
+         (NO_DENSE_RESULT, BINDERS_FRESH)),
+    Rule("scale-into-single-right", NORMALIZATION, "STOREL sing-mult-1",
+         "{e2 -> e3} * e1", "{e2 -> e3 * e1}", ("e1", "e2", "e3"), (WELL_TYPED,),
+         notes="a singleton's layer stays the outer one whatever e1 is"),
     Rule("scalar-assoc", NORMALIZATION, "STOREL mult-assoc2",
          "e1 * (e2 * e3)", "(e1 * e2) * e3", ("e1", "e2", "e3"), (REAL_PRODUCT,),
          notes="scalar products are kept left-nested, as the paper writes beta * v1 * v2"),
