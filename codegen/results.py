@@ -143,8 +143,9 @@ def convert(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
     whole = stored != t  # a destination of known size: positions 0 .. n-1
     if whole and len(bufs) == 1:  # written in place: the array itself
         array = bufs[0]
-        if output == "auto":
-            return array
+        if output == "auto":  # a matrix of sparse layers is scipy's (law 2), as below
+            sparse = len(D.layers(t)) == 2 and not all(lay.dense for lay in D.layers(t))
+            return scipy.sparse.csr_array(array) if sparse else array
         where = np.nonzero(array)
         value: dict[int, Any] = {}
         for path, x in zip(zip(*(k.tolist() for k in where), strict=True),
