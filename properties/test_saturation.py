@@ -84,7 +84,7 @@ from sdqlite.opt.analysis import (
     without_keep,
 )
 from sdqlite.opt.cost import cost_model
-from sdqlite.opt.debruijn import alias, decode, encode, shift, substitute
+from sdqlite.opt.debruijn import alias, decode, encode, shift, strict, substitute
 from sdqlite.opt.egraph import (
     ClassId,
     CostFn,
@@ -104,7 +104,6 @@ from sdqlite.opt.storel import (
     SATURATION_RULES,
     _has_dense,
     _representative,
-    strict,
 )
 from sdqlite.syntax.ast import (
     Add,

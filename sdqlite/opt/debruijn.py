@@ -6,7 +6,8 @@ a name supply (``decode``).  Free variables keep their names.  Each leaf carries
 type, so the e-class analysis (``sdqlite.opt.analysis``) knows every class's type.
 Moving a term across binders needs a shift of its free indices (``shift``), and
 beta-reduction a substitution (``substitute``); both act on one term, a class's
-representative (``sdqlite.opt.storel``).
+representative (``sdqlite.opt.storel``).  The rules' guards test a term syntactically:
+``strict`` (zero when a variable is), ``linear``, ``mentions``.
 """
 
 from __future__ import annotations
@@ -236,3 +237,61 @@ def alias(t: Term, frm: int, to: int) -> Term:
     return Term(op, tuple(
         alias(c, frm + binds, to + binds) if binds and i == len(t.children) - 1
         else alias(c, frm, to) for i, c in enumerate(t.children)))
+
+
+def strict(t: Term, index: int) -> bool:
+    """A sufficient, syntactic test that ``t`` is zero whenever the variable ``index`` is
+    zero (for types without dense layers, where zero is ``{}`` or ``0``)."""
+    op, kids = t.op, t.children
+    if isinstance(op, tuple):
+        return bool(op[0] == "bvar" and op[1] == index)
+    match op:
+        case "mul":
+            return strict(kids[0], index) or strict(kids[1], index)
+        case "add":
+            return strict(kids[0], index) and strict(kids[1], index)
+        case "single" | "if":
+            return strict(kids[1], index)
+        case "lookup":
+            return strict(kids[0], index)
+        case "sum":
+            return strict(kids[0], index) or strict(kids[1], index + 2)
+        case "let":
+            return strict(kids[1], index + 1)
+    return False
+
+
+def linear(t: Term, index: int) -> bool:
+    """A sufficient, syntactic test that ``t`` is linear in the variable ``index``,
+    ``t(x1 + x2) = t(x1) + t(x2)`` (for types without dense layers): x reaches the result
+    through one factor of each product, the value of a singleton, both sides of ``+``."""
+    op, kids = t.op, t.children
+    if isinstance(op, tuple):
+        return bool(op[0] == "bvar" and op[1] == index)
+    match op:
+        case "mul":
+            return ((linear(kids[0], index) and not mentions(kids[1], index))
+                    or (not mentions(kids[0], index) and linear(kids[1], index)))
+        case "add":
+            return linear(kids[0], index) and linear(kids[1], index)
+        case "single" | "if":
+            return not mentions(kids[0], index) and linear(kids[1], index)
+        case "lookup":
+            return linear(kids[0], index) and not mentions(kids[1], index)
+        case "sum":
+            return not mentions(kids[0], index) and linear(kids[1], index + 2)
+        case "let":
+            return not mentions(kids[0], index) and linear(kids[1], index + 1)
+        case "unique":
+            return linear(kids[0], index)
+    return False
+
+
+def mentions(t: Term, index: int) -> bool:
+    """Does the variable ``index`` occur in ``t``?"""
+    op = t.op
+    if isinstance(op, tuple):
+        return bool(op[0] == "bvar" and op[1] == index)
+    binds = {"sum": 2, "let": 1}.get(op if isinstance(op, str) else "", 0)
+    return any(mentions(c, index + (binds if binds and i == len(t.children) - 1 else 0))
+               for i, c in enumerate(t.children))

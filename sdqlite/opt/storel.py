@@ -23,7 +23,7 @@ from weakref import WeakKeyDictionary
 
 from sdqlite.opt.analysis import Info, in_scope, scoped, unique_arrays, without_keep
 from sdqlite.opt.cost import cost_model
-from sdqlite.opt.debruijn import alias, shift, substitute
+from sdqlite.opt.debruijn import alias, linear, shift, strict, substitute
 from sdqlite.opt.egraph import ClassId, EGraph, ENode, Extractor, PNode, PVar, Rewrite, Subst, Term
 from sdqlite.syntax.types import INT, DictT, IntT, RealT, Type
 
@@ -100,64 +100,6 @@ def _sum_fact_key_in(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     """{a -> sum(<k,v> in r) b} ~> sum(<k,v> in r) {a↑2 -> b}"""
     key = _moved("a", 2)(g, s)
     return g.add(ENode("sum", (s["r"], g.add(ENode("single", (key, s["b"]))))))
-
-
-def strict(t: Term, index: int) -> bool:
-    """A sufficient, syntactic test that ``t`` is zero whenever the variable ``index`` is
-    zero (for types without dense layers, where zero is ``{}`` or ``0``)."""
-    op, kids = t.op, t.children
-    if isinstance(op, tuple):
-        return bool(op[0] == "bvar" and op[1] == index)
-    match op:
-        case "mul":
-            return strict(kids[0], index) or strict(kids[1], index)
-        case "add":
-            return strict(kids[0], index) and strict(kids[1], index)
-        case "single" | "if":
-            return strict(kids[1], index)
-        case "lookup":
-            return strict(kids[0], index)
-        case "sum":
-            return strict(kids[0], index) or strict(kids[1], index + 2)
-        case "let":
-            return strict(kids[1], index + 1)
-    return False
-
-
-def linear(t: Term, index: int) -> bool:
-    """A sufficient, syntactic test that ``t`` is linear in the variable ``index``,
-    ``t(x1 + x2) = t(x1) + t(x2)`` (for types without dense layers): x reaches the result
-    through one factor of each product, the value of a singleton, both sides of ``+``."""
-    op, kids = t.op, t.children
-    if isinstance(op, tuple):
-        return bool(op[0] == "bvar" and op[1] == index)
-    match op:
-        case "mul":
-            return ((linear(kids[0], index) and not mentions(kids[1], index))
-                    or (not mentions(kids[0], index) and linear(kids[1], index)))
-        case "add":
-            return linear(kids[0], index) and linear(kids[1], index)
-        case "single" | "if":
-            return not mentions(kids[0], index) and linear(kids[1], index)
-        case "lookup":
-            return linear(kids[0], index) and not mentions(kids[1], index)
-        case "sum":
-            return not mentions(kids[0], index) and linear(kids[1], index + 2)
-        case "let":
-            return not mentions(kids[0], index) and linear(kids[1], index + 1)
-        case "unique":
-            return linear(kids[0], index)
-    return False
-
-
-def mentions(t: Term, index: int) -> bool:
-    """Does the variable ``index`` occur in ``t``?"""
-    op = t.op
-    if isinstance(op, tuple):
-        return bool(op[0] == "bvar" and op[1] == index)
-    binds = {"sum": 2, "let": 1}.get(op if isinstance(op, str) else "", 0)
-    return any(mentions(c, index + (binds if binds and i == len(t.children) - 1 else 0))
-               for i, c in enumerate(t.children))
 
 
 def _hoist(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
