@@ -19,6 +19,11 @@ compiled backend's `dense` storage format means (Fig. storage_spec), and what a
 dictionary is (it stores no zeros, DESIGN.md). Other mixes of dense and sparse layers
 are refused as not matching the declaration.
 
+``write_data`` writes a result the other way (``sdqlite eval … --output FILE``), so that
+what it writes reads back as the same value: a number or a numpy array as `.npy` (a
+sparse result dense), a 1-d or 2-d result as `.npz` (its non-zero entries) or `.mtx`
+(coordinate when sparse, array when dense; a vector as an n×1 matrix).
+
 A `.mtx` or `.npz` matrix of shape n×1 or 1×n is a vector (`{int -> real}`; the array
 format `{dense_int -> real}`) when its input is declared with one dictionary layer.
 Matrix Market values are reals: `integer` ones too, `pattern` entries are 1.0, and
@@ -33,6 +38,8 @@ fewer fields than its format has (scipy drops extra ones), indices outside the s
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -283,3 +290,61 @@ def _sparse(coo: Any, declared: Type | None, at: Callable[[tuple[int, ...]], str
     out.sum_duplicates()
     out.eliminate_zeros()
     return out.tocsr() if len(shape) == 2 else out
+
+
+# ---- writing ----------------------------------------------------------------------------------
+
+DENSE_LIMIT = 1 << 28  # entries written dense as .npy (2 GiB of reals)
+
+
+def write_data(path: str | Path, result: Any) -> str:
+    """Write a result (a number, a numpy array or a ``scipy.sparse`` array of reals or
+    integers, 1-d or 2-d for the sparse formats) as the file its suffix names, whole or
+    not at all; what was written, for a message."""
+    name, p = str(path), Path(path)
+    if p.suffix not in SUFFIXES:
+        raise DataError(f"{name}: unknown file type {p.suffix!r} (expected .npy, .mtx or .npz)")
+    arr = _writable(result, name)
+    ndim = arr.ndim if hasattr(arr, "ndim") else 0
+    if p.suffix != ".npy" and ndim not in (1, 2):
+        raise DataError(f"{name}: a {p.suffix} file holds a vector or a matrix; the result is "
+                        f"{'a number' if ndim == 0 else f'{ndim}-d'} (write it as .npy)")
+    sparse = scipy.sparse.issparse(arr)
+    if p.suffix == ".npy" and sparse and np.prod(arr.shape, dtype=float) > DENSE_LIMIT:
+        raise DataError(f"{name}: a sparse result of shape {arr.shape} is too large to write "
+                        "dense as .npy (write it as .npz or .mtx)")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent if str(p.parent) else ".")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                match p.suffix:
+                    case ".npy":
+                        np.save(f, arr.toarray() if sparse else np.asarray(arr))
+                    case ".npz":
+                        scipy.sparse.save_npz(f, scipy.sparse.coo_array(arr) if ndim == 1
+                                              else scipy.sparse.csr_array(arr))
+                    case _:
+                        scipy.io.mmwrite(f, arr.reshape(-1, 1) if ndim == 1 else arr)
+            os.replace(tmp, p)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as err:
+        raise DataError(f"{name}: cannot write: {err.strerror or err}") from None
+    what = f"{type(arr).__name__} of shape {arr.shape}" if ndim else "a number"
+    return f"{name}: {what}" + (f", {arr.nnz} entries stored" if sparse else "")
+
+
+def _writable(result: Any, name: str) -> Any:
+    """A result as a numpy or scipy array of float64 or int64, or refused."""
+    array = isinstance(result, np.ndarray) or scipy.sparse.issparse(result)
+    if isinstance(result, bool) or not (array or isinstance(result, int | float)):
+        raise DataError(f"{name}: the result is not a number, vector or matrix of sizes "
+                        "the inputs fix, which is what .npy, .npz and .mtx hold (leave out "
+                        "--output to print it)")
+    if isinstance(result, int | float):
+        return np.asarray(result)
+    if result.dtype.kind not in "iuf":
+        raise DataError(f"{name}: a result of dtype {result.dtype} cannot be written "
+                        "(numbers only)")
+    return result

@@ -167,3 +167,80 @@ def test_examples_run_by_name_and_reject_unknown_names(
     assert out.err == ("sdqlite examples: error: unknown example nope "
                        "(`sdqlite examples --help` lists them)\n")
     assert out.out == ""
+
+
+SMV = ("A : {int -> {int -> real}}\nx : {dense_int -> real}\n"
+       "sum(<i, r> in A) {i -> sum(<j, a> in r) a * x(j)}\n")
+
+
+def _read(path: Path) -> np.ndarray:
+    """A written file as a dense array, read by numpy and scipy themselves."""
+    match path.suffix:
+        case ".npy":
+            return np.asarray(np.load(path))
+        case ".npz":
+            return np.asarray(sp.load_npz(path).toarray())
+    m = scipy.io.mmread(path)
+    return np.asarray(m.toarray() if sp.issparse(m) else m)
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpp"])
+@pytest.mark.parametrize("suffix", [".npy", ".npz", ".mtx"])
+def test_output_writes_the_result_as_numpy_and_scipy_read_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str, backend: str) -> None:
+    """``--output`` writes A x (eval) and the Jacobian A (grad by x): scipy's own product
+    and A itself are the independent expectations; nothing goes to stdout."""
+    a = sp.csr_array(sp.random(5, 4, density=0.4, random_state=3))
+    x = np.arange(1.0, 5.0)
+    sp.save_npz(tmp_path / "A.npz", a)
+    np.save(tmp_path / "x.npy", x)
+    f = _file(tmp_path, SMV)
+    data = ["-i", f"A={tmp_path / 'A.npz'}", "-i", f"x={tmp_path / 'x.npy'}",
+            "--backend", backend]
+    out = tmp_path / f"y{suffix}"
+    assert main(["eval", f, *data, "-o", str(out)]) == 0
+    np.testing.assert_allclose(_read(out).reshape(-1), a.toarray() @ x, rtol=1e-12)
+    jac = tmp_path / f"j{suffix}"
+    assert main(["grad", f, "--wrt", "x", *data, "--output", str(jac)]) == 0
+    np.testing.assert_allclose(_read(jac), a.toarray(), rtol=1e-12)
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err.splitlines() == [f"wrote {out}: ndarray of shape (5,)",
+                                        f"wrote {jac}: csr_array of shape (5, 4), "
+                                        f"{a.nnz} entries stored"]
+
+
+@pytest.mark.parametrize(("program", "name", "message"), [
+    ("2.0 * 3.0", "r.mtx", "a .mtx file holds a vector or a matrix; the result is a number"),
+    ("2.0 * 3.0", "r.npz", "a .npz file holds a vector or a matrix; the result is a number"),
+    ("1 = 1", "r.npy", "the result is not a number, vector or matrix"),
+    ("{0 -> {1 -> {2 -> 1.0}}}", "r.npy", "the result is not a number, vector or matrix"),
+    ("2.0", "r.txt", "unknown file type '.txt'"),
+    ("2.0", "missing/r.npy", "cannot write: No such file or directory"),
+])
+def test_output_refuses_what_the_file_cannot_hold_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], program: str, name: str,
+        message: str) -> None:
+    f = _file(tmp_path, program + "\n")
+    before = set(tmp_path.iterdir())
+    assert main(["eval", f, "-o", str(tmp_path / name)]) == 1
+    assert message in capsys.readouterr().err
+    assert set(tmp_path.iterdir()) == before  # no file, no temporary left behind
+
+
+def test_output_keeps_the_old_file_when_writing_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The file is replaced whole or not at all: a write that fails half-way leaves it."""
+    target = tmp_path / "r.npy"
+    np.save(target, np.array([7.0]))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "save", broken)
+    assert main(["eval", _file(tmp_path, "2.0\n"), "-o", str(target)]) == 1
+    assert "cannot write: No space left on device" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert np.load(target).tolist() == [7.0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.sdql", "r.npy"]

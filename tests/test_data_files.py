@@ -512,3 +512,17 @@ def test_the_repl_handles_any_path(tmp_path: Path) -> None:
                      (f":input V = {tmp_path}", "is a directory, not a data file")]:
         with pytest.raises(DataError, match=why):
             s.handle(cmd)
+
+
+def test_a_huge_sparse_result_is_not_written_dense(tmp_path: Path) -> None:
+    """``write_data`` refuses a .npy of 2^40 entries for one stored entry (it would take 8
+    TiB) and names the formats that hold it; the same result goes to .npz as it is."""
+    from semantics.datafiles import write_data
+
+    big = sp.coo_array(([1.5], ([3], [4])), shape=(2**20, 2**20))
+    with pytest.raises(DataError, match=r"too large to write dense as \.npy \(write it as "):
+        write_data(tmp_path / "big.npy", big)
+    assert not list(tmp_path.iterdir())
+    write_data(tmp_path / "big.npz", big)
+    back = sp.load_npz(tmp_path / "big.npz")
+    assert back.shape == big.shape and back.nnz == 1 and sp.csr_array(back)[3, 4] == 1.5

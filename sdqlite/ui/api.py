@@ -60,9 +60,7 @@ def evaluate(program: str | Path | Program, /, *args: Any, backend: Backend = "i
     """
     prog = _program(program)
     with _located(program):
-        given = _bind(prog, args, inputs, backend)
-        result, t, _ = _run(prog, None, given, backend, "auto")
-        return _matching(result, t, given)
+        return value_of(prog, _bind(prog, args, inputs, backend), backend)
 
 
 def grad(program: str | Path | Program, wrt: str | Sequence[str], /, *args: Any,
@@ -80,15 +78,24 @@ def grad(program: str | Path | Program, wrt: str | Sequence[str], /, *args: Any,
     names = _wrts(wrt)
     with _located(program):
         given = _bind(prog, args, inputs, backend)
-        out = []
-        for x in names:
-            value = x in given and _kind(given[x]) == "value"  # a value in, a value out
-            result, t, xt = _run(prog, x, given, backend, "value" if value else "auto")
-            # a real program's gradient is like x; a tensor's (a Jacobian: the result's
-            # layers, then x's) is a result
-            real = xt is not None and len(D.layers(t)) == len(D.layers(xt))
-            out.append(_like(result, given[x]) if real else _matching(result, t, given))
-    return out[0] if isinstance(wrt, str) else tuple(out)
+        out = tuple(gradient_of(prog, x, given, backend) for x in names)
+    return out[0] if isinstance(wrt, str) else out
+
+
+def value_of(prog: Program, given: Mapping[str, Any], backend: str) -> Any:
+    """``evaluate`` on inputs bound by name (also the command line's ``--output``)."""
+    result, t, _ = _run(prog, None, given, backend, "auto")
+    return _matching(result, t, given)
+
+
+def gradient_of(prog: Program, x: str, given: Mapping[str, Any], backend: str) -> Any:
+    """``grad`` by one input, on inputs bound by name."""
+    value = x in given and _kind(given[x]) == "value"  # a value in, a value out
+    result, t, xt = _run(prog, x, given, backend, "value" if value else "auto")
+    # a real program's gradient is like x; a tensor's (a Jacobian: the result's layers,
+    # then x's) is a result
+    real = xt is not None and len(D.layers(t)) == len(D.layers(xt))
+    return _like(result, given[x]) if real else _matching(result, t, given)
 
 
 # ---- reading the call -------------------------------------------------------------------

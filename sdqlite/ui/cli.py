@@ -95,6 +95,19 @@ def _compiled(args: argparse.Namespace, prog: Program, wrt: str | None) -> Compi
                     output="value", name=stem + (f"_wrt_{wrt}" if wrt else ""))
 
 
+def _written(args: argparse.Namespace, prog: Program, wrt: str | None) -> int:
+    """``--output FILE``: the result as numpy or scipy (as ``sdqlite.evaluate`` and
+    ``sdqlite.grad`` give it), written to FILE; what was written goes to stderr."""
+    from sdqlite.ui.api import gradient_of, value_of
+    from semantics.datafiles import write_data
+
+    given = _raw_inputs(prog, args.input)
+    result = (value_of(prog, given, args.backend) if wrt is None
+              else gradient_of(prog, wrt, given, args.backend))
+    print(f"wrote {write_data(args.output, result)}", file=sys.stderr)
+    return 0
+
+
 def _run_compiled(args: argparse.Namespace, prog: Program, wrt: str | None) -> int:
     from semantics.display import show_value
 
@@ -116,6 +129,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     text, _ = _source(args)
     prog = parse_program(text)
+    if args.output:
+        return _written(args, prog, None)
     if args.backend == "cpp":
         return _run_compiled(args, prog, None)
     result = run(prog, _inputs(prog, args.input))
@@ -143,6 +158,8 @@ def cmd_grad(args: argparse.Namespace) -> int:
 
     text, _ = _source(args)
     prog = parse_program(text)
+    if args.output:
+        return _written(args, prog, args.wrt)
     if args.backend == "cpp":
         return _run_compiled(args, prog, args.wrt)
     inputs = _inputs(prog, args.input)
@@ -253,6 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
     inp = {"action": "append", "default": [], "metavar": "NAME=PATH|VALUE",
            "help": "data for an input: a .npy/.mtx/.npz file or a literal such as "
                    "'{0 -> 1.5}'"}
+    out = {"metavar": "FILE",
+           "help": "write the result to FILE instead of printing it: .npy (numpy), .npz "
+                   "(scipy.sparse.save_npz) or .mtx (Matrix Market), as sdqlite.evaluate "
+                   "and sdqlite.grad return it"}
 
     def backend_options(p: argparse.ArgumentParser, choose: bool = True) -> None:
         if choose:
@@ -281,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="source file ('-' for stdin)")
     p.add_argument("--input", "-i", **inp)  # type: ignore[arg-type]
     p.add_argument("--type", action="store_true", help="also print the type (on stderr)")
+    p.add_argument("--output", "-o", **out)  # type: ignore[arg-type]
     backend_options(p)
     p.set_defaults(run=cmd_eval)
 
@@ -293,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--program", action="store_true",
                    help="also print the expanded program (on stderr)")
     p.add_argument("--type", action="store_true", help="also print the type (on stderr)")
+    p.add_argument("--output", "-o", **out)  # type: ignore[arg-type]
     backend_options(p)
     p.set_defaults(run=cmd_grad)
 
