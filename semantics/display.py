@@ -2,7 +2,9 @@
 
 ``show_value(v)`` prints ``{0 -> 1.5, 3 -> 2.0}``, ``[1.0, 0.0, 2.0]``, ``2.5``; reading
 the text back with ``read_value`` gives the same value.  A dense array that starts at a
-position ``s > 0`` (a sub-array) prints as ``[0, ..., x_s, ...](s:e)``.
+position ``s > 0`` (a sub-array) prints as ``[0, ..., x_s, ...](s:e)``.  ``summary(v,
+n)`` prints at most n numbers, and where it stops a layer says how long it is:
+``{ 0 -> 1.0, 1 -> 2.0, … (4,000 entries) }`` (the REPL's view of a large value).
 """
 
 from __future__ import annotations
@@ -52,6 +54,32 @@ def show_value(v: Value) -> str:
     if isinstance(v, DenseArray):
         return "[" + ", ".join(show_value(x) for x in v) + "]"
     return str(v)
+
+
+def summary(v: Value, limit: int) -> str:
+    """``show_value(v)`` when ``v`` holds at most ``limit`` numbers; otherwise its first
+    ``limit`` numbers in key order, each layer cut short ending in ``… (N entries)``."""
+    budget = [limit]
+
+    def go(v: Value) -> str:
+        if isinstance(v, dict):
+            opening, closing, items = "{ ", " }", [(f"{k} -> ", v[k]) for k in sorted(v)]
+        elif isinstance(v, DenseArray) and v.start == 0:
+            opening, closing, items = "[", "]", [("", x) for x in v.items]
+        else:  # a number (or a sub-array, printed whole)
+            budget[0] -= 1
+            return show_value(v)
+        if not items:
+            return show_value(v)
+        parts = []
+        for key, x in items:
+            if budget[0] <= 0:
+                parts.append(f"… ({len(items):,} entries)")
+                break
+            parts.append(key + go(x))
+        return opening + ", ".join(parts) + closing
+
+    return go(v)
 
 
 def _text(v: Value) -> str:

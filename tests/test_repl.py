@@ -161,3 +161,99 @@ def test_debug_shows_the_traceback_and_goes_on(
     err = capsys.readouterr().err
     assert err.count("Traceback") == 2  # one per entry: the loop went on
     assert err.count("sdqlite: internal error: ZeroDivisionError: bug") == 2
+
+
+def _terminal(keys: list[str], home: Path) -> str:
+    """The REPL run in a pseudo-terminal (as a person at a keyboard runs it): each key
+    sequence typed once the screen has settled; the whole screen afterwards."""
+    import os
+    import pty
+    import select
+    import sys
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the REPL, with its own history file
+        os.environ.update(TERM="xterm", HOME=str(home))
+        os.execv(sys.executable, [sys.executable, "-m", "sdqlite", "repl"])
+    screen = b""
+
+    def settle(until: bytes = b"") -> None:
+        nonlocal screen
+        deadline, quiet = time.monotonic() + 60, time.monotonic() + 0.3
+        while time.monotonic() < deadline and (until not in screen
+                                               or time.monotonic() < quiet):
+            if select.select([fd], [], [], 0.05)[0]:
+                try:
+                    screen += os.read(fd, 1 << 16)
+                except OSError:  # the REPL has left
+                    return
+                quiet = time.monotonic() + 0.3
+
+    try:
+        settle(b"sdql> ")
+        for k in keys:
+            os.write(fd, k.encode())
+            settle()
+        os.write(fd, b"\x04")  # Ctrl-D
+        settle()
+    finally:
+        os.waitpid(pid, 0)
+        os.close(fd)
+    return screen.decode().replace("\r", "")
+
+
+def test_up_arrow_brings_back_a_whole_multiline_entry_and_tab_completes(
+        tmp_path: Path) -> None:
+    """At a terminal, the up arrow gives the last entry back with all its lines, Enter runs
+    it again; Tab completes a declared name and a command; history outlives the session."""
+    up = "\x1b[A"
+    screen = _terminal(["Alpha : real\n", ":inp\t Alpha = 3.0\n",
+                        "sum(<i, a> in {0 -> 1.0, 1 -> 2.0})\n", "  a * Alpha\n",
+                        up, "\n", "Alp\t * 2.0\n"], tmp_path)
+    first = "sdql> sum(<i, a> in {0 -> 1.0, 1 -> 2.0})\n"
+    assert first + "  ...   a * Alpha\n9.0\n  : real\n" in screen  # typed line by line
+    assert first + "  a * Alpha\n9.0\n  : real\n" in screen  # recalled whole, run again
+    assert "error" not in screen
+    assert "ut Alpha = 3.0\nAlpha : real\n" in screen  # :inp, Tab: ":input" (and a bell)
+    assert "sdql> Alpha * 2.0\n6.0\n" in screen
+    history = (tmp_path / ".sdqlite_history").read_text()
+    assert "sum(<i, a> in {0 -> 1.0, 1 -> 2.0})" in history and "  a * Alpha" in history
+
+
+@pytest.mark.parametrize(("before", "word", "expected"), [
+    ("", ":in", [":input", ":inputs"]),
+    ("", ":a", [":all", ":anf"]),
+    ("", "gra", ["gradient"]),
+    ("1 + ", "s", ["sin", "sqrt", "sum"]),
+    ("sum(<i, a> in ", "Al", ["Alpha"]),
+    ("x : {int -> real} @ ", "", ["coo", "dense", "dict"]),  # a sparse vector's
+    ("A : {int -> {int -> real}} @", "cs", ["csc", "csr"]),
+    ("A : {int -> @ ", "cs", ["csc", "csf", "csr"]),  # every format: the type is unfinished
+    (":load ", "tests/data/v", ["tests/data/v1.npy"]),
+    (":input x = ", "tests/da", ["tests/data/"]),
+    ("", "zzz", []),
+])
+def test_tab_completes_commands_names_words_formats_and_files(
+        before: str, word: str, expected: list[str]) -> None:
+    s = Session()
+    s.handle("Alpha : real")
+    assert s.complete(before, word) == expected
+
+
+def test_a_large_value_prints_summarised_and_all_shows_it_whole() -> None:
+    from sdqlite.ui.session import SHOWN
+    from semantics.display import read_value, show_value
+
+    s = Session()
+    out = s.handle(f"sum(<i, _> in (0:{3 * SHOWN})) {{i -> {{0 -> 1.5, 1 -> 2.5}}}}")
+    shown = ", ".join(f"{i} -> {{ 0 -> 1.5, 1 -> 2.5 }}" for i in range(SHOWN // 2))
+    assert out == f"{{ {shown}, … ({3 * SHOWN:,} entries) }}\n  : {{int -> {{int -> real}}}}"
+    whole = s.handle(":all")
+    assert "…" not in whole
+    assert read_value(whole)[0] == {i: {0: 1.5, 1: 2.5} for i in range(3 * SHOWN)}
+    assert s.handle("[1.0, 2.0]").startswith("[1.0, 2.0]\n")  # small values print whole
+    assert show_value(s.last) == "[1.0, 2.0]"
+    with pytest.raises(DataError, match=":all shows the last value in full, and there is "
+                                        "none yet"):
+        Session().handle(":all")

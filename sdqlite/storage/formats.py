@@ -218,6 +218,11 @@ def formats_for(t: Type) -> list[str]:
     return names + (["dense"] if _all_dense(logical) else [])
 
 
+def format_names() -> list[str]:
+    """Every format as users name it (``csr``, ``coo``, ``dense``, …)."""
+    return sorted({*FORMATS, "coo", "dense"} - set(ALIASES.values()))
+
+
 def resolve(name: str, t: Type, span: Span | None = None, where: str = "") -> Format:
     """The format ``name`` for an input of type ``t`` (aliases resolved); a located error
     when it does not store that type."""
@@ -226,7 +231,7 @@ def resolve(name: str, t: Type, span: Span | None = None, where: str = "") -> Fo
     if full == "dense" and _all_dense(logical):
         return FORMATS["dict"]  # an array is stored as itself
     if full not in FORMATS:
-        known = ", ".join(sorted({*FORMATS, "coo", "dense"} - set(ALIASES.values())))
+        known = ", ".join(format_names())
         raise SDQLTypeError(f"{where}unknown storage format {name!r} (formats: {known})", span)
     fmt = FORMATS[full]
     if fmt.stores is not None and fmt.stores != logical:

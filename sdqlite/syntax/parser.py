@@ -43,6 +43,7 @@ from sdqlite.syntax.ast import (
     Var,
 )
 from sdqlite.syntax.names import NameSupply, names_in
+from sdqlite.syntax.ops import UNARY_OPS
 from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, has_extents, otimes, tensor
 
 
@@ -78,6 +79,14 @@ def _lark() -> lark.Lark:
         text, parser="lalr", start=["program", "expr_only", "type_only"],
         keep_all_tokens=True, maybe_placeholders=False, transformer=_ToAst(),
     )
+
+
+def keywords() -> frozenset[str]:
+    """The words of the grammar (``sum``, ``let``, ``gradient``, ``real``, …), for
+    completion: its keyword terminals, the index kinds and the unary operations."""
+    words = {t.pattern.value for t in _lark().terminals
+             if t.pattern.type == "str" and t.pattern.value.isidentifier()}
+    return frozenset(words | {"dense_int"} | set(UNARY_OPS))
 
 
 class _Built(NamedTuple):

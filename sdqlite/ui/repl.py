@@ -1,5 +1,6 @@
 """The interactive loop around ``sdqlite.ui.session.Session``: prompts, multi-line input
-(continued while the text is an incomplete program), and history (readline)."""
+(continued while the text is an incomplete program), history (readline; a multi-line
+entry is one item) and Tab completion."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import TextIO
+from types import ModuleType
+from typing import Any, TextIO
 
 from sdqlite.errors import SDQLiteError, format_error, internal_error
 from sdqlite.syntax.parser import is_incomplete
@@ -18,17 +20,31 @@ HISTORY = Path.home() / ".sdqlite_history"
 BANNER = "SDQLite REPL — :help for commands, Ctrl-D to leave."
 
 
-def _setup_history() -> None:
+def _setup_readline(session: Session) -> ModuleType | None:
+    """History kept in ~/.sdqlite_history and Tab completion (``Session.complete``), when
+    Python has readline; the module, for ``_remember``."""
     try:
         import atexit
         import readline
-
-        with contextlib.suppress(OSError):
-            readline.read_history_file(HISTORY)
-        readline.set_history_length(1000)
-        atexit.register(lambda: _save(readline))
     except ImportError:
-        pass
+        return None
+    with contextlib.suppress(OSError):
+        readline.read_history_file(HISTORY)
+    readline.set_history_length(1000)
+    atexit.register(lambda: _save(readline))
+    readline.set_completer_delims(" \t\n()[]{}<>,=+-*@")  # ':', '/', '.' belong to words
+    readline.parse_and_bind("bind ^I rl_complete" if "libedit" in (readline.__doc__ or "")
+                            else "tab: complete")
+    found: list[str] = []
+
+    def complete(word: str, state: int) -> str | None:
+        if state == 0:
+            found[:] = session.complete(readline.get_line_buffer()[:readline.get_begidx()],
+                                        word)
+        return found[state] if state < len(found) else None
+
+    readline.set_completer(complete)
+    return readline
 
 
 def _save(readline: object) -> None:
@@ -36,17 +52,33 @@ def _save(readline: object) -> None:
         readline.write_history_file(HISTORY)  # type: ignore[attr-defined]
 
 
+def _remember(readline: Any, lines: list[str]) -> None:
+    """A multi-line entry comes back whole with the up arrow: its lines, which readline
+    kept one by one (blank ones not at all), become one history item."""
+    kept = [line for line in lines if line.strip()]
+    if len(kept) < 2:
+        return
+    end = readline.get_current_history_length()
+    if [readline.get_history_item(i) for i in range(end - len(kept) + 1, end + 1)] != kept:
+        return  # not what readline kept (history off, or a different library)
+    for i in range(end - 1, end - len(kept) - 1, -1):
+        readline.remove_history_item(i)  # 0-based, unlike get_history_item
+    readline.add_history("\n".join(kept))
+
+
 def repl(session: Session | None = None) -> int:
     """Read entries until EOF or :quit.  No entry ends the loop by failing: an error, an
     internal error or Ctrl-C is reported and the session (declarations, inputs) kept."""
     session = session or Session()
     interactive = sys.stdin.isatty()
+    readline = _setup_readline(session) if interactive else None
     if interactive:
-        _setup_history()
         print(BANNER)
     while True:
         try:
             text = _read_entry(interactive)
+            if readline is not None:
+                _remember(readline, text.split("\n"))
         except EOFError:
             if interactive:
                 print()

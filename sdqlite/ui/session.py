@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import glob
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,17 +16,18 @@ from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import DataError, ParseError, SDQLiteError
 from sdqlite.opt.pipeline import describe, pipeline
 from sdqlite.paths import read_source
-from sdqlite.storage.formats import declared_formats
+from sdqlite.storage.formats import declared_formats, format_names, formats_for
 from sdqlite.syntax.ast import Expr, Gradient, free_vars
-from sdqlite.syntax.parser import HINTS, Decl, Program, parse_program
+from sdqlite.syntax.parser import HINTS, Decl, Program, keywords, parse_program, parse_type
 from sdqlite.syntax.printer import show
 from sdqlite.syntax.types import REAL, Type
 from semantics.convert import load
 from semantics.datafiles import names_data, read_data
-from semantics.display import read_value, show_value
+from semantics.display import read_value, show_value, summary
 from semantics.extents import check_extents
 from semantics.interp import evaluate
 from semantics.run import Input, context
+from semantics.values import Value
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*'*")  # as NAME in grammar.lark
 
@@ -65,7 +68,9 @@ def declared_types(program: Program) -> dict[str, Type]:
     return {d.name: d.type for d in program.decls}
 
 
-HELP = """\
+SHOWN = 20  # numbers a value prints in the REPL before it is summarised (:all shows it whole)
+
+HELP = f"""\
 Enter an SDQLite expression to evaluate it, or a declaration `NAME : TYPE`.
   :input NAME = VALUE | PATH   bind an input to a literal value or a .npy/.mtx/.npz file
   :type EXPR                   show the type of an expression
@@ -77,11 +82,21 @@ Enter an SDQLite expression to evaluate it, or a declaration `NAME : TYPE`.
   :opt EXPR wrt X              ... differentiating EXPR w.r.t. X
   :cpp EXPR [wrt X]            the C++ the backend generates (declared inputs, as hash maps)
   :inputs                      list the declared inputs and their values
+  :all                         the last value in full (a large value prints its first
+                               {SHOWN} numbers, then how many entries each layer has)
   :help                        this text (:help syntax: what SDQLite writes for ^, /, ==, …)
   :quit, quit, exit            leave (also Ctrl-D)
 An expression or declaration goes on over further lines while it is incomplete; an
 empty line ends it (if it is still incomplete, the error says what is missing).
 A command (:...) is one line."""
+
+
+COMMANDS = tuple(sorted({m for m in re.findall(r"^  (:\w+)", HELP, re.MULTILINE)} | {":all"}))
+
+
+def _paths(word: str) -> list[str]:
+    """Files and folders whose path starts with ``word`` (folders end in ``/``)."""
+    return sorted(p + "/" if os.path.isdir(p) else p for p in glob.glob(glob.escape(word) + "*"))
 
 
 @dataclass
@@ -91,6 +106,7 @@ class Session:
     types: dict[str, Type] = field(default_factory=dict)
     inputs: dict[str, Input] = field(default_factory=dict)
     source: str = ""  # the text the spans of the last error refer to
+    last: Value | None = None  # the last value, for :all
 
     def handle(self, text: str) -> str:
         """Run one REPL entry and return what to print (errors are raised)."""
@@ -168,8 +184,13 @@ class Session:
                 lines = []
                 for n, t in sorted(self.types.items()):
                     v = self.inputs.get(n)
-                    lines.append(f"{n} : {t}" + ("" if v is None else f" = {show_value(v.value)}"))
+                    value = "" if v is None else f" = {summary(v.value, SHOWN)}"
+                    lines.append(f"{n} : {t}{value}")
                 return "\n".join(lines) or "(no inputs)"
+            case "all":
+                if self.last is None:
+                    raise DataError(":all shows the last value in full, and there is none yet")
+                return show_value(self.last)
             case _:
                 raise DataError(f"unknown command :{cmd} (try :help)")
 
@@ -193,7 +214,33 @@ class Session:
         check_extents({n: (self.types[n], i.value, None) for n, i in self.inputs.items()
                        if n in self.types})
         value = evaluate(elab, {n: i.value for n, i in self.inputs.items()})
-        return f"{show_value(value)}\n  : {t}"
+        self.last = value
+        return f"{summary(value, SHOWN)}\n  : {t}"
+
+    def complete(self, before: str, word: str) -> list[str]:
+        """What ``word`` may complete to (the Tab key), ``before`` being the line's text
+        before it: a command at the start of a line; a file after ``:load`` or an
+        input's ``=``; a format after ``@``; otherwise the declared names and the words
+        of the language."""
+        head = before.lstrip()
+        if not head and word.startswith(":"):
+            choices = COMMANDS
+        elif head.startswith((":load", ":l ")) or (head.startswith(":i") and "=" in head):
+            return _paths(word)
+        elif head.rstrip().endswith("@"):  # the formats for the declared type, if it parses
+            _, _, t = head.rstrip()[:-1].partition(":")
+            choices = tuple(formats_for(parse_type(t)) if self._parses_type(t) else format_names())
+        else:
+            choices = (*self.types, *keywords())
+        return sorted(c for c in set(choices) if c.startswith(word))
+
+    @staticmethod
+    def _parses_type(text: str) -> bool:
+        try:
+            parse_type(text)
+            return True
+        except ParseError:
+            return False
 
     @staticmethod
     def _parses(text: str) -> bool:
