@@ -3,7 +3,8 @@ value reads back as a program denoting the same value (``read(show_value(v)) == 
 and is the program ``value_to_expr`` gives for it, printed.  A dense array starting past
 0, of reals, ints or bools, prints as a literal padded with its scalar's zero then
 sliced: ``[0.0, 0.0, 1.5](2:3)`` (and reads back, but for bools: an array literal holds
-semiring values).
+semiring values).  The REPL's summary of a value is its printed text when nothing is cut,
+and otherwise a prefix of it, each cut layer followed by its length.
 """
 
 from fractions import Fraction
@@ -23,7 +24,7 @@ from sdqlite.syntax.ast import Add, ArrayLit, Expr, IntConst, Mul, RealConst, Si
 from sdqlite.syntax.parser import parse_expr
 from sdqlite.syntax.printer import show
 from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type
-from semantics.display import read_value, show_value, value_to_expr
+from semantics.display import read_value, show_value, summary, value_to_expr
 from semantics.values import Value, dense, values_equal
 
 
@@ -62,6 +63,19 @@ def test_printed_values_read_back(tv: tuple[Type, Value]) -> None:
     assert back_t == t
     assert values_equal(back, v)
     assert show_value(v) == show(value_to_expr(v))  # the program it denotes, printed
+
+
+@given(st.sampled_from(INPUT_TYPES + RESULT_TYPES).flatmap(
+    lambda t: st.tuples(values(t), st.integers(0, 12))))
+@example(({0: {1: 1.5, 2: 2.5}, 3: {}}, 1))  # cut inside the first row
+def test_a_summary_is_the_printed_value_cut_short(vn: tuple[Value, int]) -> None:
+    v, n = vn
+    text, whole = summary(v, n), show_value(v)
+    if "…" not in text:
+        assert text == whole
+        return
+    assert whole.startswith(text.split("… (")[0])  # up to the first cut, the same text
+    assert summary(v, 10**9) == whole
 
 
 SCALARS: list[Type] = [REAL, INT, BOOL]
