@@ -349,7 +349,7 @@ class _Lowering:
         match dom:
             case Unique(a):
                 return self._domain(a, scope)
-            case Range() | SubArray():
+            case Range() | SubArray() | Single():  # (a singleton: its entry, if not zero)
                 s, d, t = self.value(dom, scope)
                 assert isinstance(t, DictT)
                 return s, d, t

@@ -349,6 +349,11 @@ class _Emitter:
                         f"for (sdql::i64 {k} = {self.expr(lo)[0]}, {k}_end = {self.expr(hi)[0]}; "
                         f"{k} < {k}_end; ++{k}) {{\n"
                         f"{pad}  {elem} {v} = sdql::lookup({arr}, {k});\n")
+            case Single(one_key, one_value):  # one entry unless its value is zero: no loop
+                return (f"{pad}if ({elem} {v} = {self.expr(one_value)[0]}; "
+                        f"!sdql::is_zero({v})) {{\n"
+                        f"{pad}  const sdql::i64 {k} = {self.expr(one_key)[0]};\n"
+                        f"{self.block(body, depth + 1)}{pad}}}\n")
             case Var() if not dt.dense:
                 head = f"for (const auto& [{k}, {v}] : {self.expr(dom)[0]}) {{\n"
             case Var():

@@ -337,3 +337,34 @@ def test_a_dense_destination_with_an_empty_inner_layer() -> None:
     full: Any = f(X2=np.ones((2, 2)), x=np.array([1.0, 2.0]))
     assert isinstance(full, sp.csr_array)
     assert np.array_equal(full.toarray(), [[1.0, 2.0]] * 2)
+
+
+LSQ = ("A : {int[m] -> {int[n] -> real}}\nb : {int[m] -> real}\nx : {dense_int[n] -> real}\n"
+       "sum(<i, bi> in b) let r = (sum(<j, a> in A(i)) a * x(j)) - bi in r * r\n")
+
+
+def test_fusion_for_any_body_skips_the_zero_entries_the_dictionary_drops() -> None:
+    """Least squares iterating b skips the rows where b is 0 (a dictionary stores no zero),
+    so its gradient is scipy's formula over the other rows.  Stored dense, b's positions
+    are fused into the row loop by sum-sum-vert-fuse-exact-1 (the body is not strict in
+    bi): each position tested, as iterating a one-entry dictionary does, not built into a
+    hash map first."""
+    a, x = _matrix(), np.linspace(-1, 1, 9)
+    b = np.linspace(-2, 2, 12)
+    b[[0, 5, 6]] = 0.0
+    f = sdqlite.compile(LSQ, wrt="x")
+    kept = b != 0
+    want = 2 * a[kept].T @ (a[kept] @ x - b[kept])  # scipy, over the rows b keeps
+    assert np.abs(f(a, b, x) - want).max() < 1e-12
+    assert np.abs(sdqlite.grad(LSQ, "x", a, b, x) - want).max() < 1e-12  # the interpreter
+    code = f.cpp({"A": a, "b": b, "x": x})
+    assert "!sdql::is_zero(" in code and "sdql::dict<double> acc" not in code
+
+
+@pytest.mark.parametrize(("entry", "want"), [
+    ("{1 -> y}", 1.0), ("{1 -> y - y}", 0.0), ("{1 -> {2 -> y}}", 1.0),
+    ("{1 -> {2 -> y - y}}", 0.0)])
+def test_a_sum_over_one_entry_skips_a_zero_value(entry: str, want: float) -> None:
+    src = f"y : real\nsum(<k, v> in {entry}) 1.0\n"
+    assert sdqlite.compile(src, optimize=False)(y=2.5) == want
+    assert sdqlite.evaluate(src, y=2.5) == want

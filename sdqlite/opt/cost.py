@@ -1,6 +1,8 @@
 """STOREL's cost model (``../shared/research/storel-rules.md``): what extraction minimises.
 
-A loop costs its body times a factor, higher over a dictionary than over a dense array;
+A loop costs its body times a factor, higher over a dictionary than over a dense array
+(and 1 over a singleton, which has one entry at most: not in STOREL's table, which has
+no rule that makes one);
 an outer product (a product with a dictionary factor) is expensive; a lookup, a let and
 a singleton cost a constant.  The figures are STOREL's.
 """
@@ -13,12 +15,13 @@ from sdqlite.opt.analysis import Info
 from sdqlite.opt.egraph import ClassId, EGraph, ENode, Term
 from sdqlite.syntax.types import DictT
 
-DENSE_LOOP, DICT_LOOP, OUTER_PRODUCT = 200, 1000, 1000
+DENSE_LOOP, DICT_LOOP, OUTER_PRODUCT, SINGLE_LOOP = 200, 1000, 1000, 1
 
 
 def cost_model(g: EGraph[Info]) -> Callable[[ENode, list[float]], float]:
     """constant 1, variable 5, lookup 20, let 10, singleton 50, unique 0, others 1 + kids;
-    sum: cost(R) + c·(1 + cost(body)), c = 200 over a dense array, 1000 over a dictionary;
+    sum: cost(R) + c·(1 + cost(body)), c = 200 over a dense array, 1000 over a dictionary,
+    1 over a singleton;
     a product with a dictionary factor (an outer product) 1000 + kids."""
     def cost(node: ENode, kids: list[float]) -> float:
         op = node.op
@@ -32,8 +35,11 @@ def cost_model(g: EGraph[Info]) -> Callable[[ENode, list[float]], float]:
             return 1 + sum(kids)
         match op:
             case "sum":
-                dom_t = g.data(node.children[0]).type
+                dom = node.children[0]
+                dom_t = g.data(dom).type
                 c = DENSE_LOOP if isinstance(dom_t, DictT) and dom_t.dense else DICT_LOOP
+                if any(n.op == "single" for n in g.members(dom)):
+                    c = SINGLE_LOOP
                 return kids[0] + c * (1 + kids[1])
             case "lookup":
                 return 20 + sum(kids)

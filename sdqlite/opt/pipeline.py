@@ -41,11 +41,11 @@ from sdqlite.storage.compose import compose
 from sdqlite.storage.formats import Format
 from sdqlite.syntax.ast import Expr, free_vars
 
-#: the rules of the saturation over the formats' flat arrays: the default ones and the
-#: hoisting of a linear body out of the loops over rows (``OFF_BY_DEFAULT`` says why not
-#: earlier)
+#: the rules of the saturation over the formats' flat arrays: the default ones, the
+#: hoisting of a linear body out of the loops over rows, and fusion for any body
+#: (``OFF_BY_DEFAULT`` says why not earlier)
 AFTER_COMPOSITION = [name for name in SATURATION_RULES if name not in OFF_BY_DEFAULT] + [
-    "sum-hoist"]
+    "sum-hoist", "sum-sum-vert-fuse-exact-1", "sum-sum-vert-fuse-exact-2"]
 
 
 @dataclass

@@ -135,6 +135,20 @@ def _fuse(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     return g.add(ENode("sum", (s["r"], body)))
 
 
+def _fuse_exact(unique: bool) -> Callable[[EGraph[Info], ClassId, Subst], ClassId | None]:
+    """Fusion for any body b2: the inner dictionary drops an entry whose value b1 is zero,
+    and so does iterating the one-entry dictionary {key -> b1}:
+        sum(<k1,v1> in sum(<k2,v2> in r) {key -> b1}) b2
+          ~> sum(<k2,v2> in r) sum(<k1,v1> in {key -> b1}) b2
+    (key is k2, or unique(key) for a provably unique key)."""
+    def build(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
+        key = s["key"] if unique else g.add(ENode(("bvar", 1, INT)))
+        b2 = _moved("b2", 2, 2)(g, s)  # its outer indices now also pass v2 and k2
+        entry = g.add(ENode("single", (key, s["b1"])))
+        return g.add(ENode("sum", (s["r"], g.add(ENode("sum", (entry, b2))))))
+    return build
+
+
 def _lookup_sum(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     """(sum(<k,v> in r) b)(a) ~> sum(<k,v> in r) b(a↑2)   (lookup is linear)"""
     key = _moved("a", 2)(g, s)
@@ -396,6 +410,16 @@ SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
             _p("sum", _p("sum", R, _p("single", _p("unique", PVar("key")), PVar("b1"))),
                PVar("b2")),
             _fuse_unique, _both(_fusion_guard, _injective_key))),
+        ("vertical fusion", Rewrite(  # for any body: each entry iterated as a singleton
+            "sum-sum-vert-fuse-exact-1",
+            _p("sum", _p("sum", R, _p("single", PNode(("bvar", 1, INT)), PVar("b1"))),
+               PVar("b2")),
+            _fuse_exact(unique=False))),
+        ("vertical fusion", Rewrite(
+            "sum-sum-vert-fuse-exact-2",
+            _p("sum", _p("sum", R, _p("single", _p("unique", PVar("key")), PVar("b1"))),
+               PVar("b2")),
+            _fuse_exact(unique=True), _injective_key)),
         ("vertical fusion", Rewrite(  # read backwards, for a body linear in the value:
             # the dictionaries summed first, the body applied once per key (SMMM's B(k))
             "sum-hoist", _p("sum", R, _p("sum", PVar("d"), B)), _hoist, _hoist_guard)),
@@ -437,6 +461,9 @@ OFF_BY_DEFAULT: dict[str, str] = {
     "sum-hoist": "before storage composition it hoists one-hot identities built as nested "
                  "dictionaries (the cost model does not see their size); the pipeline runs "
                  "it in the saturation after composition, over the formats' flat arrays",
+    "sum-sum-vert-fuse-exact-1": "a dictionary iterated in the logical program is an "
+                                 "input: the loops to fuse appear with the storage formats",
+    "sum-sum-vert-fuse-exact-2": "as sum-sum-vert-fuse-exact-1",
     "get-to-sum": "every lookup gains a sum to match against: no kernel of make bench got "
                   "cheaper, and BATAX's pipeline took 0.86 s instead of 0.61 s",
     "let-float": "beta then fires on every floated copy: no kernel of make bench got "
