@@ -564,8 +564,8 @@ def guard_shapes(draw: Draw) -> Generated:
     * sum-to-get ``sum(<k,v> in D) if k = i then b``: i independent of the binders or
       reading k or v, b strict in v or not;
     * sum factorization ``sum(<k,v> in D) f1 * f2`` and ``sum(<k,v> in D) {i -> b}``
-      (sometimes ``f * {i -> b}``): factors and keys that use the key only, the value
-      only, both or neither;
+      (sometimes ``f * {i -> b}`` or ``{i -> b} * f``): factors and keys that use the key
+      only, the value only, both or neither;
     * ranges whose bounds depend on an outer binder, ``sum(<k,v> in (j+c1 : j+c2)) b``
       with b reading ``(k+c1 : k+c2)(k)`` or ``(j+c1 : j+c2)(k)``, at a key other than k
       too, and ranges ``(c1 : c2)`` whose bounds read no binder; the lookup sometimes in
@@ -573,6 +573,9 @@ def guard_shapes(draw: Draw) -> Generated:
     * binders that shadow an input (``sum(<k, s> in V) ...`` where s is real outside);
     * a lookup of a sum, ``(sum(<k,v> in D) {key -> b})(i)``, the singleton sometimes
       scaled;
+    * horizontal fusion ``(sum(<k,v> in D) b1) + (sum(<k2,v2> in D) b2)``, the second
+      loop's binders often other names, sometimes an input's; ``{key -> b1} + {key -> b2}``
+      and ``f * b + b * f`` in a loop;
     * half of them inside ``sum(<o, u> in V) ...``, their holes and keys reading o and u:
       the terms rules move in and out of binders then have indices to shift.
     """
@@ -607,9 +610,10 @@ def guard_shapes(draw: Draw) -> Generated:
                                              Add(other, strict)]))
         return chosen
 
-    # "range" twice: its counterexamples need the bounds, the lookup and the data to agree
+    # "range" twice: its counterexamples need the bounds, the lookup and the data to agree;
+    # "horizontal" twice: its singletons come in one of its halves
     kind = draw(st.sampled_from(["fusion", "sum-to-get", "factor", "range", "range",
-                                 "shadow", "lookup-sum"]))
+                                 "shadow", "lookup-sum", "horizontal", "horizontal"]))
     t = draw(st.sampled_from([REAL, SPARSE1]))
     dom, vt = domain()
     k, v = names.fresh(draw, "k"), binder("v")
@@ -646,8 +650,10 @@ def guard_shapes(draw: Draw) -> Generated:
                 key = draw(st.sampled_from([IntConst(draw(st.integers(0, 2))), *n,
                                             Var(k), Add(Var(k), IntConst(1))]))
                 single = Single(key, factor(REAL))
-                # sometimes scaled: a real times a singleton, what sing-mult moves inside
-                e = Sum(k, v, dom, Mul(factor(REAL), single) if draw(st.booleans()) else single)
+                # sometimes scaled, on either side: what sing-mult moves inside
+                scaled = draw(st.sampled_from(["left", "right", "no"]))
+                e = Sum(k, v, dom, Mul(factor(REAL), single) if scaled == "left" else
+                        Mul(single, factor(REAL)) if scaled == "right" else single)
         case "range":
             j, u = names.fresh(draw, "j"), names.fresh(draw, "u")
             c1 = draw(st.integers(0, 2))
@@ -670,6 +676,19 @@ def guard_shapes(draw: Draw) -> Generated:
             else:
                 inside = Single(Var(v) if draw(st.integers(0, 3)) == 0 else lookup, value)
             e = Sum(j, u, dom, Sum(k, v, rng(j), inside))
+        case "horizontal":  # two loops over one domain added, or two singletons at a key
+            k2, v2 = binder("k"), binder("v")  # often another name, sometimes an input's
+            b1 = scalar(inner, v, vt, t)
+            variant = draw(st.sampled_from(["loops", "singletons", "mirror"]))
+            if variant == "loops":
+                b2 = scalar(_bind(ctx, **{k2: INT, v2: vt}), v2, vt, t)
+                e = Add(Sum(k, v, dom, b1), Sum(k2, v2, dom, b2))
+            elif variant == "singletons":
+                key = draw(st.sampled_from([Var(k), IntConst(draw(st.integers(0, 2))), *n]))
+                e = Sum(k, v, dom, Add(Single(key, b1), Single(key, scalar(inner, v, vt, t))))
+            else:  # a product and its mirror image: what d(r * r) is
+                f = scalar(inner, v, vt, REAL)
+                e = Sum(k, v, dom, Add(Mul(f, b1), Mul(b1, f)))
         case "lookup-sum":  # (sum(<k,v> in D) {key -> b})(i): lookup is linear
             key = draw(st.sampled_from([Var(k), IntConst(draw(st.integers(0, 2))), *n]))
             i = draw(st.sampled_from([IntConst(draw(st.integers(0, 2))), *n]))

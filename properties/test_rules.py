@@ -179,6 +179,9 @@ GUARD_COUNTEREXAMPLES: dict[tuple[str, str], tuple[dict[str, Type], str, str]] =
         {"b": REAL, "d": DictT(REAL)}, "(sum(<k, b> in d) b) * b", "b = 3.0; d = {0 -> 2.0}"),
     ("scale-into-let", "let-binder-fresh"): (
         {"x": REAL}, "x * let x = 2.0 in x", "x = 3.0"),
+    # dictionaries: d * e and e * d nest their keys in opposite orders
+    ("double-product", "e1-real"): (
+        {"d": DictT(REAL), "e": DictT(REAL)}, "d * e + e * d", "d = {0 -> 1.0}; e = {1 -> 2.0}"),
     # a dictionary factor would become the inner layer
     ("scale-into-single", "e1-real"): (
         {"d": DictT(REAL)}, "d * {1 -> 2.0}", "d = {0 -> 1.0}"),

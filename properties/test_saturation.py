@@ -146,6 +146,15 @@ def test_de_bruijn_round_trip(site: Site, data: st.DataObject) -> None:
     assert_same_meaning(site, typecheck(back, g.ctx)[0], data)
 
 
+def test_a_key_named_as_its_value_round_trips() -> None:
+    """The round trip's shrunk counterexample: the value shadows a key of the same name,
+    which the body therefore does not use (``alpha_normal`` had named it)."""
+    ctx = {"V": tensor(1)}
+    elab = typecheck(parse_expr("sum(<s, s> in V) s * 1.5"), ctx)[0]
+    back = decode(encode(elab, ctx), NameSupply(names_in(elab) | set(ctx)))
+    assert show(alpha_normal(back)) == show(alpha_normal(elab)) == "sum(<_, b0> in V) b0 * 1.5"
+
+
 # ---- source locations through the encoding (``encode``'s ``spans``) ------------------------
 _SPAN_CTX: dict[str, Type] = {"x1": REAL, "x2": REAL, "a": tensor(1), "b": tensor(1),
                               "M": tensor(2), "N": tensor(2)}

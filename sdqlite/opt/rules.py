@@ -28,6 +28,7 @@ from typing import Literal
 from sdqlite.check.typecheck import Ctx, synth
 from sdqlite.syntax import sugar
 from sdqlite.syntax.ast import (
+    Add,
     Empty,
     Expr,
     IntConst,
@@ -40,7 +41,7 @@ from sdqlite.syntax.ast import (
     free_vars,
     map_children,
 )
-from sdqlite.syntax.names import NameSupply, substitute
+from sdqlite.syntax.names import NameSupply, rename, substitute
 from sdqlite.syntax.parser import parse_expr
 from sdqlite.syntax.types import REAL, DictT, RealT, Type, scalar_of
 
@@ -252,6 +253,17 @@ def _normalize_right(m: Match, names: NameSupply) -> Expr:
     return _scalars(e2, m.type_of("e2"), names, lambda v: Mul(e1, v))
 
 
+def _fuse_sums(m: Match, names: NameSupply) -> Expr:
+    """Two loops over one domain become one: the bodies over fresh binders (no capture)."""
+    key, val = names.fresh("k"), names.fresh("v")
+
+    def body(e: Expr, k: str, v: str) -> Expr:  # the value first: it shadows a same-named key
+        return rename(rename(e, m.binders[v], val), m.binders[k], key)
+
+    return Sum(key, val, m.exprs["e1"], Add(body(m.exprs["e2"], "k", "v"),
+                                            body(m.exprs["e3"], "k2", "v2")))
+
+
 # ---- the table of Fig. fig:trans ---------------------------------------------------------
 
 SPARSITY = "sparsity propagation"
@@ -293,6 +305,19 @@ RULES: tuple[Rule, ...] = (
     Rule("scale-into-single-right", NORMALIZATION, "STOREL sing-mult-1",
          "{e2 -> e3} * e1", "{e2 -> e3 * e1}", ("e1", "e2", "e3"), (WELL_TYPED,),
          notes="a singleton's layer stays the outer one whatever e1 is"),
+    # once products are loops, a sum of two loops over one domain is one loop (the two
+    # halves of d(r * r) = r * dr + dr * r in least squares), its singletons one singleton,
+    # and a scalar product added to its mirror image twice the product
+    Rule("sum-add-fuse", NORMALIZATION, "horizontal fusion",
+         "(sum(<k, v> in e1) e2) + (sum(<k2, v2> in e1) e3)", _fuse_sums,
+         ("e1", "e2", "e3"), (WELL_TYPED,),
+         rhs_text="sum(<k', v'> in e1) e2[k, v := k', v'] + e3[k2, v2 := k', v'] (k', v' fresh)",
+         notes="sums distribute over +; fresh binders, so neither body captures a name"),
+    Rule("single-add", NORMALIZATION, "STOREL (disabled there)",
+         "{e1 -> e2} + {e1 -> e3}", "{e1 -> e2 + e3}", ("e1", "e2", "e3"), (WELL_TYPED,)),
+    Rule("double-product", NORMALIZATION, "commutative scaling",
+         "e1 * e2 + e2 * e1", "2.0 * (e1 * e2)", ("e1", "e2"), (LEFT_REAL,),
+         notes="a real scales the same on either side"),
     Rule("scalar-assoc", NORMALIZATION, "STOREL mult-assoc2",
          "e1 * (e2 * e3)", "(e1 * e2) * e3", ("e1", "e2", "e3"), (REAL_PRODUCT,),
          notes="scalar products are kept left-nested, as the paper writes beta * v1 * v2"),

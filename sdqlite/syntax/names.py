@@ -85,9 +85,9 @@ def alpha_normal(e: Expr) -> Expr:
                 return RealConst(float(n))
             case Empty():
                 return Empty()
-            case Sum(k, v, dom, body):  # a binder the body does not use is `_`
-                used = free_vars(body)
-                k2, v2 = (f"b{next(counter)}" if k != "_" and k in used else "_",
+            case Sum(k, v, dom, body):  # a binder the body does not use is `_` (a key
+                used = free_vars(body)  # named as the value is shadowed by it: unused)
+                k2, v2 = (f"b{next(counter)}" if k not in ("_", v) and k in used else "_",
                           f"b{next(counter)}" if v != "_" and v in used else "_")
                 inner = {**env, **({k: k2} if k != "_" else {}), **({v: v2} if v != "_" else {})}
                 return Sum(k2, v2, go(dom, env), go(body, inner))
