@@ -594,14 +594,28 @@ template <class F> int run(status* st, output** out, F&& kernel) {
 enum check : i64 { CHECK_OK = 0, CHECK_POS_START = 1, CHECK_POS_ORDER = 2, CHECK_POS_END = 3,
                    CHECK_KEY = 4, CHECK_VALUE = 5, CHECK_OUTER_KEY = 6 };
 
-inline void note(i64* facts, int at, i64 k) {
-  if (facts[at] > facts[at + 1]) {
-    facts[at] = facts[at + 1] = k;
-  } else {
-    facts[at] = std::min(facts[at], k);
-    facts[at + 1] = std::max(facts[at + 1], k);
+// What a pass learns, kept in registers (the facts array may alias nothing, but the
+// compiler cannot know it) and written back once.
+struct seen {
+  bool sorted = true;
+  i64 zeros = 0;
+  i64 lo[2] = {INT64_MAX, INT64_MAX}, hi[2] = {INT64_MIN, INT64_MIN};  // inner, outer keys
+
+  void note(int at, i64 k) {
+    lo[at] = std::min(lo[at], k);
+    hi[at] = std::max(hi[at], k);
   }
-}
+
+  i64 done(i64* facts) const {
+    facts[0] = sorted;
+    for (int at = 0; at < 2; at++) {  // no key: the empty range (1, 0)
+      facts[1 + 2 * at] = lo[at] <= hi[at] ? lo[at] : 1;
+      facts[2 + 2 * at] = lo[at] <= hi[at] ? hi[at] : 0;
+    }
+    facts[7] = zeros;
+    return CHECK_OK;
+  }
+};
 
 inline i64 wrong(i64* facts, i64 code, i64 where, i64 what) {
   facts[5] = where;
@@ -612,30 +626,27 @@ inline i64 wrong(i64* facts, i64 code, i64 where, i64 what) {
 template <class P, class I>
 i64 check_compressed(const P* pos, const I* idx, const double* val, i64 n_outer, i64 n_inner,
                      i64 nnz, i64* facts) {
-  facts[0] = 1;
-  facts[1] = facts[3] = 1;
-  facts[2] = facts[4] = facts[7] = 0;
+  seen s;
   if (i64(pos[0]) != 0) return wrong(facts, CHECK_POS_START, 0, i64(pos[0]));
   for (i64 o = 0; o < n_outer; o++) {
     const i64 a = i64(pos[o]), b = i64(pos[o + 1]);
     if (b < a || b > nnz) return wrong(facts, CHECK_POS_ORDER, o + 1, b);
-    bool stored = false;
+    i64 stored = 0, last = -1;
     for (i64 e = a; e < b; e++) {
       const i64 k = i64(idx[e]);
       if (k < 0 || k >= n_inner) return wrong(facts, CHECK_KEY, e, k);
       if (!std::isfinite(val[e])) return wrong(facts, CHECK_VALUE, e, 0);
-      if (e > a && k <= i64(idx[e - 1])) facts[0] = 0;
-      if (val[e] != 0) {
-        stored = true;
-        note(facts, 1, k);
-      } else {
-        facts[7]++;
-      }
+      s.sorted &= k > last;
+      last = k;
+      const bool nonzero = val[e] != 0;
+      stored += nonzero;
+      if (nonzero) s.note(0, k);
     }
-    if (stored) note(facts, 3, o);
+    s.zeros += (b - a) - stored;
+    if (stored) s.note(1, o);
   }
   if (i64(pos[n_outer]) != nnz) return wrong(facts, CHECK_POS_END, n_outer, i64(pos[n_outer]));
-  return CHECK_OK;
+  return s.done(facts);
 }
 
 // Coordinates: outer keys (rows, or a vector's keys), inner keys (columns; none for a
@@ -643,9 +654,7 @@ i64 check_compressed(const P* pos, const I* idx, const double* val, i64 n_outer,
 template <class R, class C>
 i64 check_coo(const R* outer, const C* inner, const double* val, i64 nnz, i64 n_outer,
               i64 n_inner, i64* facts) {
-  facts[0] = 1;
-  facts[1] = facts[3] = 1;
-  facts[2] = facts[4] = facts[7] = 0;
+  seen s;
   for (i64 e = 0; e < nnz; e++) {
     const i64 r = i64(outer[e]), c = inner ? i64(inner[e]) : 0;
     if (r < 0 || r >= n_outer) return wrong(facts, CHECK_OUTER_KEY, e, r);
@@ -653,16 +662,16 @@ i64 check_coo(const R* outer, const C* inner, const double* val, i64 nnz, i64 n_
     if (!std::isfinite(val[e])) return wrong(facts, CHECK_VALUE, e, 0);
     if (e > 0) {
       const i64 r0 = i64(outer[e - 1]), c0 = inner ? i64(inner[e - 1]) : 0;
-      if (r < r0 || (r == r0 && c <= c0)) facts[0] = 0;
+      if (r < r0 || (r == r0 && c <= c0)) s.sorted = false;
     }
     if (val[e] != 0) {
-      note(facts, 3, r);
-      if (inner) note(facts, 1, c);
+      s.note(1, r);
+      if (inner) s.note(0, c);
     } else {
-      facts[7]++;
+      s.zeros++;
     }
   }
-  return CHECK_OK;
+  return s.done(facts);
 }
 
 template <class F> i64 by_width(i64 w, F&& f) {  // an index array's integers: 32 or 64 bits
