@@ -141,3 +141,22 @@ def test_the_probe_runs_the_highest_rung_predicted_to_fit_and_bisects_a_failure(
     assert seen == [2**28, 2**24, 2**22, 2**23]
     stop = probe.stops(climbed)[("sdqlite-arr", "VVD")]
     assert (stop["n"], stop["status"]) == (2**24, "crashed")
+
+
+def test_help_works_in_the_main_environment_and_a_run_names_the_peers_one() -> None:
+    """``python -m benchmarks.peers --help`` in .venv (no frameworks, no tqdm) prints the
+    options; a run there says which environment it needs instead of a traceback."""
+    import subprocess
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "benchmarks.peers", *args],
+                              capture_output=True, text=True, timeout=120)
+
+    helped = run("--help")
+    assert helped.returncode == 0 and "--quick" in helped.stdout
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:  # the main environment: no run here, and it says so
+        refused = run("--quick", "--out", "/nonexistent/peers")
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        assert "make bench-peers" in refused.stderr and ".venv-peers" in refused.stderr

@@ -157,11 +157,16 @@ def run_worker(system: str, cases: list[Case], timeout: float, progress: Any,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tqdm import tqdm
+    args = parse(argv)  # (--help works anywhere; the runs need the peers' environment)
+    try:
+        from tqdm import tqdm
 
-    from benchmarks.peers import report
+        from benchmarks.peers import report
+    except ImportError as err:
+        raise SystemExit(f"python -m benchmarks.peers: {err.name} is missing: run it in the "
+                         "peers' environment, which `make bench-peers` builds "
+                         "(.venv-peers/bin/python -m benchmarks.peers ...)") from None
 
-    args = parse(argv)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     readme = None if args.no_readme else ROOT
