@@ -88,6 +88,8 @@ class EGraph(Generic[D]):
         self.pending: list[ClassId] = []  # classes whose parents need repair
         self.analysis_pending: list[ClassId] = []
         self.generation = 0  # how many rebuilds changed something: a key for caches
+        self._members: dict[ClassId, list[ENode]] = {}  # until the next union or rebuild
+        self._by_op: dict[ClassId, dict[Hashable, list[ENode]]] = {}  # (the same, by op)
 
     # ---- union-find ---------------------------------------------------------------------
 
@@ -139,6 +141,8 @@ class EGraph(Generic[D]):
         a, b = self.find(a), self.find(b)
         if a == b:
             return a
+        self._members.clear()
+        self._by_op.clear()
         if len(self.classes[a].parents) < len(self.classes[b].parents):
             a, b = b, a  # keep the class with more parents as the root
         self.parent[b] = a
@@ -161,6 +165,8 @@ class EGraph(Generic[D]):
         if not (self.pending or self.analysis_pending):
             return
         self.generation += 1
+        self._members.clear()
+        self._by_op.clear()
         while self.pending or self.analysis_pending:
             todo = {self.find(c) for c in self.pending}
             self.pending.clear()
@@ -207,10 +213,16 @@ class EGraph(Generic[D]):
 
     def members(self, cid: ClassId) -> list[ENode]:
         """The nodes of a class and, through its transparent nodes, those of the classes
-        they stand for (transparent nodes themselves left out)."""
+        they stand for (transparent nodes themselves left out).  Kept until the classes
+        change (a union, a rebuild: adding a node makes a class of its own): the search
+        phase of saturation reads them many times.  Not to be modified."""
+        root = self.find(cid)
+        known = self._members.get(root)
+        if known is not None:
+            return known
         out: list[ENode] = []
         seen: set[ClassId] = set()
-        todo = [self.find(cid)]
+        todo = [root]
         while todo:
             c = todo.pop()
             if c in seen:
@@ -221,7 +233,19 @@ class EGraph(Generic[D]):
                     todo.append(self.find(n.children[0]))
                 else:
                     out.append(n)
+        self._members[root] = out
         return out
+
+    def members_with(self, cid: ClassId, op: Hashable) -> list[ENode]:
+        """The members of a class whose operator is ``op`` (where a pattern node can match)."""
+        root = self.find(cid)
+        index = self._by_op.get(root)
+        if index is None:
+            index = {}
+            for n in self.members(root):
+                index.setdefault(n.op, []).append(n)
+            self._by_op[root] = index
+        return index.get(op, [])
 
     def class_ids(self) -> list[ClassId]:
         return list(self.classes)
@@ -276,8 +300,8 @@ def ematch(egraph: EGraph[Any], pattern: Pattern, cid: ClassId, subst: Subst | N
             else:
                 yield {**subst, name: cid}
         case PNode(op, kids):
-            for node in egraph.members(cid):
-                if node.op == op and len(node.children) == len(kids):
+            for node in egraph.members_with(cid, op):
+                if len(node.children) == len(kids):
                     yield from _match_children(egraph, kids, node.children, subst)
 
 
