@@ -125,6 +125,7 @@ class Compiled:
     destination: Destination
     cache: dict[tuple[object, ...], Specialized] = field(default_factory=dict)
     lowered: dict[tuple[object, ...], Lowering] = field(default_factory=dict)
+    resolved: dict[tuple[str, str, Type], Format] = field(default_factory=dict)  # formats_of
     decls: dict[str, Decl] = field(init=False)
     needed: frozenset[str] = field(init=False)  # the inputs a call needs
     order: list[str] = field(init=False)
@@ -205,7 +206,7 @@ class Compiled:
         args = {x: I.within(a, bounds) for x, a in args.items()}
         lowering = self.lowering(args, formats)
         inputs = self.buffers(lowering, args)
-        elements = {x: FLAT_TYPES[b[0].dtype.name] for (x, _), b in zip(
+        elements = {x: _ELEMENTS[b[0].dtype] for (x, _), b in zip(
             lowering.low.inputs, inputs, strict=True) if x in lowering.elements}
         dest = R.choose(lowering.type, lowering.sizes, self.destination, lowering.low)
         if not R.affordable(dest, lowering.type, lowering.sizes, bounds):  # huge, few entries
@@ -235,7 +236,10 @@ class Compiled:
         for x, a in args.items():
             name = self.formats.get(x) or (decls[x].format if x in decls else None) or \
                 I.default_format(a)
-            formats[x] = resolve(name, a.type, None, f"input {x}: ")
+            key = (x, name, a.type)
+            if key not in self.resolved:  # (an error is raised again on every call)
+                self.resolved[key] = resolve(name, a.type, None, f"input {x}: ")
+            formats[x] = self.resolved[key]
         return formats
 
     def lowering(self, args: Mapping[str, Arg], formats: dict[str, Format]) -> Lowering:
@@ -483,6 +487,10 @@ def _elements(low: Lowered, flat: Mapping[str, Mapping[str, str]], kinds: Mappin
     return out
 
 
+#: a flat array's C++ element type by its dtype (dtype objects: ``.name`` is slow per call)
+_ELEMENTS = {np.dtype(name): cpp for name, cpp in FLAT_TYPES.items()}
+
+
 def _flat_buffers(x: Any, t: Type) -> D.Buffers:
     """A flat parameter: an int (a 1-element array), or an index or value array as it
     is (32-bit indices stay so), as one buffer when it is a flat input."""
@@ -491,7 +499,7 @@ def _flat_buffers(x: Any, t: Type) -> D.Buffers:
         return D.scalar(int(a), INT)
     if scalar_of(t) == REAL:
         return [np.ascontiguousarray(a, dtype=np.float64)]
-    return [np.ascontiguousarray(a) if a.dtype in (np.int32, np.int64) else
+    return [np.ascontiguousarray(a) if a.dtype in I.INDEX_DTYPES else
             np.ascontiguousarray(a, dtype=np.int64)]
 
 

@@ -41,6 +41,7 @@ from semantics.values import DenseArray, Value, data_mismatch, has_type, type_of
 
 Kind = Literal["numpy", "scipy", "value"]
 INT64 = np.iinfo(np.int64)
+INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))  # index arrays read as they are
 #: the most bytes a layout's arrays may take beyond the data's own entries (row pointers
 #: of a matrix with many empty rows, a dense vector of a huge sparse one)
 LAYOUT_BUDGET = 1 << 30
@@ -281,7 +282,7 @@ def check_sparse(name: str, x: Any) -> Sparse:
 def _index(name: str, a: Any, what: str) -> Any:
     """An index array as 32- or 64-bit ints, as it is when it is one already."""
     a = np.asarray(a)
-    if a.dtype in (np.int32, np.int64):
+    if a.dtype in INDEX_DTYPES:
         return np.ascontiguousarray(a)
     if a.dtype.kind not in "iu":
         raise DataError(f"input {name}: its {what} are of dtype {a.dtype}, not integers")
