@@ -22,6 +22,7 @@ import shlex
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 from dataclasses import dataclass
 from functools import cache
@@ -172,7 +173,7 @@ def _sound(so: Path, key: str) -> bool:
         if not stat.S_ISREG(os.lstat(so).st_mode):
             so.unlink()
             return False
-        if digest.read_text().strip() == _sha256(so):
+        if digest.read_text().strip() == _sha256(so) and _whole(so):
             return True
     except FileNotFoundError:
         return False
@@ -180,6 +181,31 @@ def _sound(so: Path, key: str) -> bool:
         pass
     so.unlink(missing_ok=True)
     return False
+
+
+def _whole(so: Path) -> bool:
+    """Does ``so`` hold every byte its ELF headers name?  dlopen maps the segments the
+    program headers name, and reading one cut short is a bus error: an object truncated
+    with its hash rewritten to match ended the process so."""
+    data = so.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] not in (1, 2) or data[5] not in (1, 2):
+        return False
+    end, wide = "<" if data[5] == 1 else ">", data[4] == 2
+    try:  # (offset, size) of each header table and each segment
+        if wide:
+            phoff, shoff = struct.unpack_from(end + "QQ", data, 32)
+            phsize, phnum, shsize, shnum = struct.unpack_from(end + "HHHH", data, 54)
+            segments = [struct.unpack_from(end + "8xQ16xQ", data, phoff + i * phsize)
+                        for i in range(phnum)]
+        else:
+            phoff, shoff = struct.unpack_from(end + "II", data, 28)
+            phsize, phnum, shsize, shnum = struct.unpack_from(end + "HHHH", data, 42)
+            segments = [struct.unpack_from(end + "4xI8xI", data, phoff + i * phsize)
+                        for i in range(phnum)]
+    except struct.error:  # a header table beyond the end
+        return False
+    spans = [(phoff, phsize * phnum), (shoff, shsize * shnum), *segments]
+    return all(offset + size <= len(data) for offset, size in spans)
 
 
 def _sha256(path: Path) -> str:

@@ -27,10 +27,12 @@ and calling (``codegen/native.py``), DESIGN.md "Build and load".
 6. *Python calls the object as C++ defines it, and releases what it hands back*: each
    function Python calls is declared to ctypes with C++'s return type and parameter
    sizes, and after every call, succeeded or failed, no result is left unreleased.
-7. *A cache entry is loaded only when it is the object of its key*: truncated, replaced
-   by another kernel's object (its hash too), a pipe in its place, its hash missing or
-   garbled, or a build's temporary file left by a process that is gone, the next build
-   removes it and builds anew, and the kernel gives its value.
+7. *A cache entry is loaded only when it is the object of its key*: truncated (its hash
+   rewritten to match, too), replaced by another kernel's object (its hash too), a pipe
+   in its place, its hash missing or garbled, or a build's temporary file left by a
+   process that is gone, the next build removes it and builds anew, and the kernel gives
+   its value.  A process killed while it builds takes its compiler with it (the driver
+   and the driver's own children), and the next build leaves no temporary behind.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import ctypes
 import errno
 import fcntl
 import gc
+import hashlib
 import os
 import re
 import shutil
@@ -483,8 +486,9 @@ def test_every_result_is_released(native: N.Native, xs: list[float]) -> None:
 
 # ---- 7. cache faults -----------------------------------------------------------------------
 
-FAULTS = ["truncated", "another object", "another object and its hash", "a pipe",
-          "no hash", "a garbled hash", "a temporary file of a dead build"]
+FAULTS = ["truncated", "truncated, its hash rewritten", "another object",
+          "another object and its hash", "a pipe", "no hash", "a garbled hash",
+          "a temporary file of a dead build"]
 #: a process that builds the source of f() returning 7 and calls it (the faults are
 #: made between processes: an object loaded in this one stays mapped, and dlopen of its
 #: path again gives the one loaded)
@@ -514,6 +518,10 @@ def test_a_faulty_cache_entry_is_built_again_not_loaded(fault: str) -> None:
         match fault:
             case "truncated":
                 so.write_bytes(so.read_bytes()[:1000])
+            case "truncated, its hash rewritten":  # the ELF headers whole, segments cut
+                cut = so.read_bytes()[:so.stat().st_size // 2]
+                so.write_bytes(cut)
+                digest.write_text(hashlib.sha256(cut).hexdigest())
             case "another object":
                 shutil.copy(other, so)
             case "another object and its hash":
