@@ -325,6 +325,28 @@ def test_a_cache_that_fails_without_naming_a_file_is_named_itself(
                                     f"{os.strerror(errno.ENOLCK)}")
 
 
+def test_a_relative_cache_is_under_the_working_directory_and_never_an_option(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SDQLITE_CACHE=-rf``, relative and led by a dash (it reached g++ as an option): the
+    cache is the directory ``-rf`` under the working directory, the object is built there
+    and gives its value, and no argument the compiler is given is ``-rf``."""
+    log = tmp_path / "arguments"
+    cxx = tmp_path / "logging-cxx"  # writes each argument on a line, then compiles
+    cxx.write_text(f"#!/bin/sh\nfor a; do printf '%s\\n' \"$a\" >> {log}; done\n"
+                   f'exec {B.compiler()} "$@"\n')
+    cxx.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    with environment(SDQLITE_CACHE="-rf", CXX=str(cxx), SDQLITE_CXXFLAGS="-O0"):
+        where, origin = B.cache_dir()
+        built = B.build(c_source(13, "a dash-led cache"))
+    there = tmp_path.resolve() / "-rf"
+    assert where == there and origin == "SDQLITE_CACHE=-rf"
+    assert not built.cached and built.path.parent == there and call_f(built) == 13
+    arguments = log.read_text().splitlines()
+    assert "-o" in arguments and "-rf" not in arguments
+    assert all(a.startswith(str(there)) for a in arguments if "-rf" in a)
+
+
 # ---- 5. a kernel's failure status ----------------------------------------------------------
 
 
