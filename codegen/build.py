@@ -95,14 +95,37 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
                          f"compiler {_shown(cmd[0])}: {err.strerror or err}") from None
 
 
-def _die_with_parent() -> None:
-    """In the compiler's process: be killed when Python is (SIGKILL during a build left
-    g++ running)."""
+def _die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """In the compiler's process: be sent ``sig`` when Python dies (SIGKILL during a build
+    left g++ running)."""
     libc = ctypes.CDLL(None)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    libc.prctl(PR_SET_PDEATHSIG, sig)
 
 
 PR_SET_PDEATHSIG = 1
+#: the compilation runs under sh in a process group of its own, and sh is sent SIGTERM when
+#: Python dies: it kills the group, the driver's own children with it (cc1plus, as, ld: no
+#: death signal reaches them, and they ran on after the driver was killed)
+GUARD = 'trap "kill -KILL 0" TERM; "$@" & wait $!'
+
+
+def _run_guarded(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    """``_run`` for a compilation: the compiler and all it starts end when Python does,
+    killed (SIGKILL: the guard) or interrupted (Ctrl-C: here)."""
+    try:
+        proc = subprocess.Popen(["/bin/sh", "-c", GUARD, "sh", *cmd], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="replace",
+                                process_group=0,
+                                preexec_fn=lambda: _die_with_parent(signal.SIGTERM))
+    except OSError as failed:
+        raise BuildError(f"cannot run the shell /bin/sh: {failed.strerror or failed}") from None
+    with proc:
+        try:
+            out, err = proc.communicate()
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 @dataclass(frozen=True)
@@ -215,10 +238,10 @@ def _sha256(path: Path) -> str:
 
 def _clean(root: Path, key: str) -> None:
     """Remove the temporary files of builds of ``key`` whose process is gone (a build
-    killed with SIGKILL leaves its ``KEY.so.<pid>``)."""
+    killed with SIGKILL leaves its ``KEY.so.<pid>`` or ``KEY.key.<pid>.cpp``)."""
     for tmp in root.glob(f"{key}.*.*"):
-        pid = tmp.suffix[1:]
-        if pid.isdigit() and not _alive(int(pid)):
+        pid = next((part for part in tmp.name.split(".")[1:] if part.isdigit()), "")
+        if pid and not _alive(int(pid)):
             tmp.unlink(missing_ok=True)
 
 
@@ -239,9 +262,11 @@ def _compile(cxx: str, opts: list[str], source: str, cpp: Path, so: Path, key: s
     tmp = so.with_suffix(f".so.{os.getpid()}")
     named = so.with_suffix(f".key.{os.getpid()}.cpp")  # the object says which key it is
     named.write_text(f'extern "C" const char* sdql_key() {{ return "{key}"; }}\n')
-    done = _run([cxx, *BASE_FLAGS, *opts, "-I", str(HERE), str(cpp), str(named), "-o",
-                 str(tmp)])
-    named.unlink(missing_ok=True)
+    try:
+        done = _run_guarded([cxx, *BASE_FLAGS, *opts, "-I", str(HERE), str(cpp), str(named),
+                             "-o", str(tmp)])
+    finally:  # (Ctrl-C too)
+        named.unlink(missing_ok=True)
     if done.returncode != 0 or not tmp.exists():
         tmp.unlink(missing_ok=True)
         raise BuildError(_compiler_failure(cxx, done, cpp))

@@ -48,6 +48,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -567,3 +568,84 @@ def test_a_faulty_cache_entry_is_built_again_not_loaded(fault: str) -> None:
             done = _build_7(root)
         assert done.stdout.split() == ["7"], (done.returncode, done.stderr[-2000:])
         assert not (root / f"{so.stem}.so.999999999").exists()
+
+
+#: a translation unit g++ takes about two seconds over at -O0 (a million steps of constant
+#: evaluation), whose f() returns 11
+SLOW = """constexpr long slow() {
+  long s = 0;
+  for (long i = 0; i < 1000; ++i) for (long j = 0; j < 1000; ++j) s += (i ^ j) % 7;
+  return s;
+}
+static_assert(slow() > 0);
+extern "C" long long f() { return 11; }
+"""
+BUILD_SLOW = """
+from codegen import build as B
+from properties.test_build import SLOW, call_f
+print(call_f(B.build(SLOW)))
+"""
+
+
+def _processes() -> dict[int, tuple[int, str, bytes]]:
+    """The processes alive now (zombies left out): pid -> (its parent's pid, its start
+    time, its command line)."""
+    found = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rpartition(")")[2].split()
+            line = (d / "cmdline").read_bytes()
+        except OSError:  # not a process, or gone meanwhile
+            continue
+        if fields[0] != "Z":
+            found[int(d.name)] = (int(fields[1]), fields[19], line)
+    return found
+
+
+def _descendants(pid: int, procs: dict[int, tuple[int, str, bytes]]) -> set[int]:
+    below = {p for p, (parent, _, _) in procs.items() if parent == pid}
+    return below.union(*(_descendants(p, procs) for p in below))
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc")
+def test_a_build_killed_takes_its_compiler_with_it_and_the_next_build_cleans_up(
+        tmp_path: Path) -> None:
+    """SIGKILL a process while g++ compiles for it (a fresh cache: the build really runs):
+    within a second no process it started is left — the driver nor the driver's own
+    children (cc1plus) — and none names the cache; the next build in that cache gives
+    the kernel's value and leaves the source, the object, its hash and the lock alone."""
+    root = tmp_path / "cache"
+    run: dict[str, Any] = {
+        "args": [sys.executable, "-c", BUILD_SLOW], "cwd": Path(__file__).resolve().parent.parent,
+        "env": {**os.environ, "SDQLITE_CACHE": str(root), "SDQLITE_CXXFLAGS": "-O0"}}
+
+    def naming_the_cache() -> set[int]:
+        return {p for p, (_, _, line) in _processes().items() if str(root).encode() in line}
+
+    builder = subprocess.Popen(**run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not naming_the_cache() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.5)  # the driver has started its compiler proper
+        procs = _processes()
+        started = {p: procs[p] for p in _descendants(builder.pid, procs)}
+        assert any(str(root).encode() in line for _, _, line in started.values()), started
+    finally:
+        builder.kill()
+        builder.wait()
+    deadline = time.monotonic() + 1.0
+    while True:
+        procs = _processes()
+        left = {p for p, what in started.items() if procs.get(p) == what} | naming_the_cache()
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not left, [procs[p][2].split(b"\0")[0] for p in left if p in procs]
+    done = subprocess.run(**run, capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["11"], (done.returncode, done.stderr[-2000:])
+    (so,) = root.glob("*.so")
+    assert sorted(p.name for p in root.iterdir()) == [so.stem + s for s in (
+        ".cpp", ".lock", ".sha256", ".so")]
