@@ -220,3 +220,42 @@ def test_ctrl_c_stops_a_long_kernel_within_a_second_and_leaks_nothing() -> None:
     words = done.stdout.split()
     assert words[0] == "stopped" and float(words[1]) < 1.0, done.stdout
     assert words[2:] == ["live", "0", "again", "16.0"], done.stdout
+
+
+#: a sparse result built by its entries: V's shape of 2^40 positions holds 200000 of them
+SHIFT = "V : {int -> real}\nsum(<i, a> in V) {i -> a + 1.0}"
+
+
+@pytest.mark.parametrize("where", ["entry", "buffer"])
+def test_ctrl_c_after_the_kernel_returns_leaks_nothing(
+        where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``KeyboardInterrupt`` landing after the kernel has returned a large result and
+    before its buffers are read (it leaked the whole result, ~8 MB an interrupt): right
+    after the entry point returns, or at the first buffer read.  No output is left live
+    once the interrupt is handled, and the function gives its value after."""
+    n = 200_000
+    keys = np.arange(n, dtype=np.int64) * 5
+    vals = np.arange(1.0, n + 1.0)
+    v = sp.coo_array((vals, (keys,)), shape=(2**40,))
+    f = sdqlite.compile(SHIFT)
+    f(V=v)  # built, its one specialization known (the result dropped at once)
+    (spec,) = f.cache.values()
+    assert spec.native is not None and spec.native.live() == 0
+    native, real = spec.native, getattr(spec.native, where)
+
+    def interrupted(*args: Any) -> Any:
+        real(*args)
+        monkeypatch.setattr(native, where, real)  # once
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(native, where, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        f(V=v)
+    assert getattr(native, where) is real  # the interrupt came from there
+    assert native.live() == 0
+    got = f(V=v)
+    order = np.argsort(got.coords[0])
+    assert np.array_equal(got.coords[0][order], keys)
+    assert np.array_equal(got.data[order], vals + 1.0)
+    del got, order
+    assert native.live() == 0
