@@ -154,6 +154,28 @@ def test_a_corrupted_matrix_ends_with_a_clean_error_in_its_own_process(name: str
     assert done.stdout.count("input A:") == 8, done.stdout
 
 
+TWO = ("A : {int -> {int -> real}}\nB : {int -> {int -> real}}\n"
+       "sum(<i, r> in A) sum(<j, a> in r) a * B(i)(j)")
+_TWO = sdqlite.compile(TWO, output="value")
+
+
+@pytest.mark.parametrize(("fmt", "array"), [("csr", "indices"), ("csc", "indices"),
+                                            ("coo", "row"), ("coo", "col"), ("csr", "indptr")])
+def test_a_corrupted_input_is_named_among_two(fmt: str, array: str) -> None:
+    """Two sparse inputs, only B corrupted after construction (scipy's own error, ``axis 1
+    index 1000 exceeds matrix dimension 4``, named neither): the error names B, not A."""
+    a = sp.csr_matrix(np.eye(4))
+    whole: Any = sp.csr_matrix(np.eye(4))
+    assert _TWO(A=a, B=whole.asformat(fmt)) == 4.0  # the trace of I I
+    b: Any = sp.csr_matrix(np.eye(4))
+    b = b.asformat(fmt)
+    getattr(b, array)[1 if array == "indptr" else 0] = 1000
+    with pytest.raises(DataError) as caught:
+        _TWO(A=a, B=b)
+    message = caught.value.message
+    assert message.startswith("input B: ") and "1000" in message and "input A" not in message
+
+
 # ---- values inside nested dictionaries and numpy scalars -----------------------------------
 
 
