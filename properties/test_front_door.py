@@ -19,6 +19,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from hypothesis import strategies as st
 
 import sdqlite
 from sdqlite.errors import DataError
+from sdqlite.ui.cli import main
 from semantics.convert import from_scipy
 from semantics.values import values_equal
 
@@ -214,6 +216,22 @@ def test_an_int_beyond_64_bits_is_refused(n: int) -> None:
         sdqlite.compile("n : int\nn + 1")(n=n)
     with pytest.raises(DataError, match="does not fit in 64 bits"):
         sdqlite.compile("n : int\nn + 1")(n=np.uint64(2**64 - 1))
+
+
+def test_an_int_beyond_64_bits_from_the_cli_is_a_clean_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``-i n=2^64`` on ``--backend cpp`` (it was ``internal error: OverflowError``): exit 1,
+    the input and the C++ int's limit named, no traceback; the interpreter takes it."""
+    prog = tmp_path / "prog.sdql"
+    prog.write_text("n : int\nn + 1\n")
+    for n in (2**64, -(2**63) - 1):
+        assert main(["eval", str(prog), "--backend", "cpp", "-i", f"n={n}"]) == 1
+        out = capsys.readouterr()
+        assert out.out == "" and out.err.startswith(
+            f"sdqlite: error: input n: {n} does not fit in 64 bits, the C++ backend's int")
+        assert "Traceback" not in out.err and "internal error" not in out.err
+        assert main(["eval", str(prog), "-i", f"n={n}"]) == 0
+        assert capsys.readouterr().out == f"{n + 1}\n"
 
 
 # ---- interrupts ----------------------------------------------------------------------------
