@@ -16,9 +16,12 @@ to CSR) run in a subprocess too, which must end with the clean error, not a sign
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +263,49 @@ def test_ctrl_c_stops_a_long_kernel_within_a_second_and_leaks_nothing() -> None:
     words = done.stdout.split()
     assert words[0] == "stopped" and float(words[1]) < 1.0, done.stdout
     assert words[2:] == ["live", "0", "again", "16.0"], done.stdout
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="no /proc")
+def test_ctrl_c_stops_a_long_kernel_run_by_the_cli_within_a_second(tmp_path: Path) -> None:
+    """``sdqlite eval longrun.sdql --backend cpp -i n=2^62`` (at n = 250000 it ran on 59.6 s
+    after SIGINT; at 2^62 only SIGKILL stopped it): SIGINT once the kernel is loaded and
+    running ends the process within a second, with status 130 and no traceback."""
+    prog = tmp_path / "longrun.sdql"
+    prog.write_text("n : int\nsum(<_, i> in (0:n)) sum(<_, j> in (0:n)) 1.0\n")
+    cache = tmp_path / "cache"
+    env = {**os.environ, "SDQLITE_CACHE": str(cache), "SDQLITE_CXXFLAGS": "-O0"}
+
+    def cli(n: int) -> list[str]:
+        return [sys.executable, "-m", "sdqlite", "eval", str(prog), "--backend", "cpp",
+                "-i", f"n={n}"]
+
+    small = subprocess.run(cli(3), capture_output=True, text=True, env=env, timeout=300)
+    assert (small.returncode, small.stdout) == (0, "9.0\n"), small.stderr  # 3 x 3 ones
+    long = subprocess.Popen(cli(2**62), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not _loaded(long.pid, cache) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.5)  # in the kernel: n * n = 2^124 steps
+        assert long.poll() is None and _loaded(long.pid, cache)
+        long.send_signal(signal.SIGINT)
+        start = time.monotonic()
+        out, err = long.communicate(timeout=30)
+        took = time.monotonic() - start
+    finally:
+        long.kill()
+        long.wait()
+    assert long.returncode == 130 and took < 1.0, (long.returncode, took, err[-2000:])
+    assert out == "" and "Traceback" not in err, err[-2000:]
+
+
+def _loaded(pid: int, cache: Path) -> bool:
+    """Has process ``pid`` mapped a shared object from ``cache``?"""
+    try:
+        return f"{cache}/" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
 
 
 #: a sparse result built by its entries: V's shape of 2^40 positions holds 200000 of them
