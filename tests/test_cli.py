@@ -244,3 +244,21 @@ def test_output_keeps_the_old_file_when_writing_fails(
     monkeypatch.undo()
     assert np.load(target).tolist() == [7.0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.sdql", "r.npy"]
+
+
+@pytest.mark.parametrize("command", [["eval"], ["eval", "--backend", "cpp"], ["check"]])
+def test_an_input_given_twice_is_an_error_not_the_last_kept(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    """``-i X=a.npy -i X=b.npy`` silently kept b.npy: now it exits 1 naming the input (the
+    name as written, spaces around it or not), and the same data given once is read."""
+    np.save(tmp_path / "a.npy", np.array([1.0, 2.0]))
+    np.save(tmp_path / "b.npy", np.array([5.0, 7.0]))
+    f = _file(tmp_path, "X : {dense_int -> real}\nsum(<i, a> in X) a\n")
+    a, b = f"{tmp_path / 'a.npy'}", f"{tmp_path / 'b.npy'}"
+    for twice in (["-i", f"X={a}", "-i", f"X={b}"], ["-i", f"X={a}", "-i", f" X = {a}"]):
+        assert main([command[0], f, *command[1:], *twice]) == 1
+        out = capsys.readouterr()
+        assert out.err == "sdqlite: error: --input X is given twice\n" and out.out == ""
+    assert main([command[0], f, *command[1:], "-i", f"X={b}"]) == 0
+    assert capsys.readouterr().out == (f"{f}: real\n" if command[0] == "check" else
+                                       f"{5.0 + 7.0}\n")
