@@ -468,18 +468,26 @@ class Extractor:
         self.egraph = egraph
         find = egraph.find
         best: dict[ClassId, tuple[float, ENode]] = {}
-        changed = True
-        while changed:
-            changed = False
-            for cid, eclass in egraph.classes.items():
-                for node in eclass.nodes:
-                    kids = [best.get(find(c)) for c in node.children]
-                    if any(k is None for k in kids):
-                        continue
-                    c = cost(node, [k[0] for k in kids if k is not None])
-                    if cid not in best or c < best[cid][0]:
-                        best[cid] = (c, ENode(node.op, tuple(find(k) for k in node.children)))
-                        changed = True
+        improved: list[ClassId] = []
+
+        def evaluate(cid: ClassId, node: ENode) -> None:
+            kids = [best.get(find(c)) for c in node.children]
+            if any(k is None for k in kids):
+                return
+            c = cost(node, [k[0] for k in kids if k is not None])
+            if cid not in best or c < best[cid][0]:
+                best[cid] = (c, ENode(node.op, tuple(find(k) for k in node.children)))
+                improved.append(cid)
+
+        for cid, eclass in egraph.classes.items():  # one pass in the order classes were
+            for node in eclass.nodes:                # made (children mostly first), then
+                evaluate(cid, node)                  # only the parents of what improved
+        while improved:
+            changed = dict.fromkeys(improved)
+            improved.clear()
+            for cid in changed:
+                for node, parent in egraph.classes[find(cid)].parents:
+                    evaluate(find(parent), node)
         self.best = best
 
     def __contains__(self, cid: ClassId) -> bool:
