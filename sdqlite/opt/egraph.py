@@ -289,29 +289,46 @@ Subst = dict[str, ClassId]
 
 def ematch(egraph: EGraph[Any], pattern: Pattern, cid: ClassId, subst: Subst | None = None
            ) -> Iterator[Subst]:
-    """Every substitution under which ``pattern`` is represented in class ``cid``."""
-    subst = subst or {}
+    """Every substitution under which ``pattern`` is represented in class ``cid`` (in
+    the order of a depth-first search: each node's children left to right)."""
+    out: list[Subst] = []
+    _ematch(egraph, pattern, cid, subst or {}, out)
+    return iter(out)
+
+
+def _ematch(egraph: EGraph[Any], pattern: Pattern, cid: ClassId, subst: Subst,
+            out: list[Subst]) -> None:
+    """``ematch`` into ``out``, without generators (the saturation's hot loop)."""
     cid = egraph.find(cid)
-    match pattern:
-        case PVar(name):
-            if name in subst:
-                if egraph.find(subst[name]) == cid:
-                    yield subst
-            else:
-                yield {**subst, name: cid}
-        case PNode(op, kids):
-            for node in egraph.members_with(cid, op):
-                if len(node.children) == len(kids):
-                    yield from _match_children(egraph, kids, node.children, subst)
-
-
-def _match_children(egraph: EGraph[Any], pats: tuple[Pattern, ...],
-                    ids: tuple[ClassId, ...], subst: Subst) -> Iterator[Subst]:
-    if not pats:
-        yield subst
+    if isinstance(pattern, PVar):
+        bound = subst.get(pattern.name)
+        if bound is None:
+            out.append({**subst, pattern.name: cid})
+        elif egraph.find(bound) == cid:
+            out.append(subst)
         return
-    for s in ematch(egraph, pats[0], ids[0], subst):
-        yield from _match_children(egraph, pats[1:], ids[1:], s)
+    kids = pattern.children
+    for node in egraph.members_with(cid, pattern.op):
+        if len(node.children) != len(kids):
+            continue
+        partial = [subst]
+        for kid, child in zip(kids, node.children, strict=True):
+            found: list[Subst] = []
+            if isinstance(kid, PVar):  # (inline: most children of a pattern are variables)
+                child, name = egraph.find(child), kid.name
+                for s in partial:
+                    bound = s.get(name)
+                    if bound is None:
+                        found.append({**s, name: child})
+                    elif egraph.find(bound) == child:
+                        found.append(s)
+            else:
+                for s in partial:
+                    _ematch(egraph, kid, child, s, found)
+            partial = found
+            if not partial:
+                break
+        out += partial
 
 
 def instantiate(egraph: EGraph[Any], pattern: Pattern, subst: Subst) -> ClassId:
