@@ -1,7 +1,8 @@
 """The compiled gradients of §7's kernels against the numpy/scipy formula, side by side.
 
-For each kernel (BATAX, SMMM, SMVM: matrix kernels; VVA, VVD, VSM: vector kernels), the
-gradient w.r.t. its dense variable as §7 defines it, compiled four ways:
+For each kernel (BATAX, SMMM, SMVM: matrix kernels; VVA, VVD, VSM: vector kernels; and
+least squares and logistic regression's loss, LSQ and LOGREG), the gradient w.r.t. its
+dense variable as §7 defines it, compiled four ways:
 
   dict         every input as it is, hash maps for sparse data, and a hash-map result
                (the paper's "∇SD (dict)")
@@ -114,6 +115,24 @@ KERNELS: dict[str, KernelSpec] = {
         lambda n, d, rng: {"s": 1.5, "V": _vector(n, d, rng)},
         lambda x: (2 * x["s"] * x["V"]).toarray(),
         lambda n, d: n),
+    # least squares, written the natural way (iterating b):  df/dx = 2 A^T (A x - b)
+    "LSQ": KernelSpec(
+        f"A : {MAT}\nb : {{int[m] -> real}}\nx : {DVEC}\n"
+        "sum(<i, bi> in b) let r = (sum(<j, a> in A(i)) a * x(j)) - bi in r * r",
+        "x", "A",
+        lambda n, d, rng: {"A": _matrix(n, d, rng), "b": rng.uniform(0.5, 1.5, n),
+                           "x": rng.uniform(-1, 1, n)},
+        lambda x: 2 * x["A"].T @ (x["A"] @ x["x"] - x["b"]),
+        lambda n, d: 2 * d * n * n + n),
+    # logistic regression's loss, labels b = ±1:  df/dx = A^T (-b σ(-b A x))
+    "LOGREG": KernelSpec(
+        f"A : {MAT}\nb : {{int[m] -> real}}\nx : {DVEC}\n"
+        "sum(<i, bi> in b) log(1.0 + exp(-1.0 * bi * (sum(<j, a> in A(i)) a * x(j))))",
+        "x", "A",
+        lambda n, d, rng: {"A": _matrix(n, d, rng), "b": rng.choice([-1.0, 1.0], n),
+                           "x": rng.uniform(-1, 1, n)},
+        lambda x: x["A"].T @ (-x["b"] / (1.0 + np.exp(x["b"] * (x["A"] @ x["x"])))),
+        lambda n, d: 2 * d * n * n + n),
 }
 
 SYSTEMS = ("dict", "arr", "arr-no-norm", "arr-no-dps")

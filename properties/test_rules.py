@@ -200,9 +200,9 @@ PART_COUNTEREXAMPLES: list[tuple[tuple[str, str], tuple[dict[str, Type], str, st
      ({"M": DictT(DictT(REAL, dense=True))}, "M * 2.0", "M = {0 -> [1.5]}")),
     (("mul-normalize-right", "e2-tensor"),
      ({"M": DictT(DictT(REAL, dense=True))}, "2.0 * M", "M = {0 -> [1.5]}")),
+    # the key's name, not only the value's (a real k outside: in the sum it is an int)
     (("scale-into-sum", "binders-fresh"),
-     ({"k": INT, "x": DictT(REAL), "d": DictT(REAL)}, "x(k) * sum(<k, v> in d) v",
-      "k = 1; x = {0 -> 5.0, 1 -> 2.0}; d = {0 -> 1.0}")),
+     ({"k": REAL, "d": DictT(REAL)}, "k * sum(<k, v> in d) v", "k = 3.0; d = {0 -> 1.0}")),
 ]
 
 

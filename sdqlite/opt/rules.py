@@ -217,9 +217,10 @@ RIGHT_TENSOR = Condition(
 
 LEFT_REAL = Condition("e1-real", "semantic", "e1 : real",
                       lambda m: isinstance(m.type_of("e1"), RealT))
-BINDERS_FRESH = Condition(
-    "binders-fresh", "semantic", "k and v are not free in e1",
-    lambda m: not {m.binders["k"], m.binders["v"]} & free_vars(m.exprs["e1"]))
+BINDERS_FRESH = Condition(  # (a larger e1 is named outside the sum first: nothing captured)
+    "binders-fresh", "semantic", "e1 is not a variable named k or v",
+    lambda m: not (isinstance(m.exprs["e1"], Var)
+                   and m.exprs["e1"].name in (m.binders["k"], m.binders["v"])))
 REAL_PRODUCT = Condition("real-product", "scope", "the product is a real",
                          lambda m: isinstance(m.type, RealT))
 LET_BINDER_FRESH = Condition(
@@ -251,6 +252,20 @@ def _normalize_left(m: Match, names: NameSupply) -> Expr:
 def _normalize_right(m: Match, names: NameSupply) -> Expr:
     e1, e2 = m.exprs["e1"], m.exprs["e2"]
     return _scalars(e2, m.type_of("e2"), names, lambda v: Mul(e1, v))
+
+
+def _scale_into_sum(right: bool) -> Builder:
+    """e1 * sum(<k,v> in e2) e3 ~> sum(<k,v> in e2) e1 * e3 (e3 * e1 on the right), e1
+    named first unless it is a variable or a constant: it is computed once, not once per
+    entry (logistic regression's exp of a row's product, in the loop over the row)."""
+    def build(m: Match, names: NameSupply) -> Expr:
+        e1, e2, e3 = m.exprs["e1"], m.exprs["e2"], m.exprs["e3"]
+        k, v = m.binders["k"], m.binders["v"]
+        if isinstance(e1, Var | RealConst | IntConst):
+            return Sum(k, v, e2, Mul(e3, e1) if right else Mul(e1, e3))
+        t = names.fresh("s")
+        return Let(t, e1, Sum(k, v, e2, Mul(e3, Var(t)) if right else Mul(Var(t), e3)))
+    return build
 
 
 def _fuse_sums(m: Match, names: NameSupply) -> Expr:
@@ -288,8 +303,10 @@ RULES: tuple[Rule, ...] = (
     # Before an outer product is expanded, a scalar factor moves inwards to the scalar
     # products (STOREL's algebra, research/storel-rules.md), as §5.4's normalized BATAX.
     Rule("scale-into-sum", NORMALIZATION, "STOREL sum-fact-inv-1",
-         "e1 * sum(<k, v> in e2) e3", "sum(<k, v> in e2) e1 * e3", ("e1", "e2", "e3"),
-         (NO_DENSE_RESULT, BINDERS_FRESH)),
+         "e1 * sum(<k, v> in e2) e3", _scale_into_sum(right=False), ("e1", "e2", "e3"),
+         (NO_DENSE_RESULT, BINDERS_FRESH),
+         rhs_text="sum(<k, v> in e2) e1 * e3 (e1 named first when it is not a variable or "
+                  "a constant)"),
     Rule("scale-into-let", NORMALIZATION, "STOREL let-floating",
          "e1 * let x = e2 in e3", "let x = e2 in e1 * e3", ("e1", "e2", "e3"),
          (LET_BINDER_FRESH,),
@@ -300,8 +317,9 @@ RULES: tuple[Rule, ...] = (
     # the same on the right: a row times a scalar (least squares' r * row) is scaled in
     # place, not first built as a dictionary and then iterated
     Rule("scale-into-sum-right", NORMALIZATION, "STOREL sum-fact-inv-2",
-         "(sum(<k, v> in e2) e3) * e1", "sum(<k, v> in e2) e3 * e1", ("e1", "e2", "e3"),
-         (NO_DENSE_RESULT, BINDERS_FRESH)),
+         "(sum(<k, v> in e2) e3) * e1", _scale_into_sum(right=True), ("e1", "e2", "e3"),
+         (NO_DENSE_RESULT, BINDERS_FRESH),
+         rhs_text="sum(<k, v> in e2) e3 * e1 (e1 named first, as on the left)"),
     Rule("scale-into-single-right", NORMALIZATION, "STOREL sing-mult-1",
          "{e2 -> e3} * e1", "{e2 -> e3 * e1}", ("e1", "e2", "e3"), (WELL_TYPED,),
          notes="a singleton's layer stays the outer one whatever e1 is"),
