@@ -135,3 +135,23 @@ def test_the_checker_types_gradient_without_expanding_it() -> None:
         with pytest.raises(DiffError, match=r"sdqlite\.ad\.gradient\.expand"):
             stage()
     assert evaluate(expand(e, ctx), env, FRACTION) == {0: Fraction(6), 4: Fraction(2)}
+
+
+def test_an_error_expanding_a_gradient_keeps_its_own_location() -> None:
+    """``expand`` re-raises an error of the expansion located where it arose when it says
+    where (here the body's sum, which the checker has not typed: ``gradient`` refuses it),
+    and at the ``gradient`` only when it does not (a context without x: ``wrt_type``
+    says no place)."""
+    ctx = {"V": tensor(1)}
+    text = "gradient (sum(<i, a> in V) a * a) V"
+    raw = parse_expr(text)  # straight from the parser: no node has its type yet
+    assert isinstance(raw, Gradient) and raw.span is not None
+    body = raw.expr
+    assert body.span is not None and body.span.col == text.index("sum") + 1 != raw.span.col
+    with pytest.raises(SDQLTypeError, match="checked program") as err:
+        expand(raw, ctx)
+    assert err.value.span == body.span
+    checked = typecheck(raw, ctx)[0]
+    with pytest.raises(SDQLTypeError, match="with respect to V: it is not an input") as err:
+        expand(checked, {})  # the program checked in ctx, expanded in another
+    assert err.value.span == checked.span
