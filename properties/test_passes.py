@@ -57,7 +57,7 @@ from sdqlite.opt.rules import NORMALIZATION, SPARSITY, family
 from sdqlite.syntax.ast import Expr, Let, subterms
 from sdqlite.syntax.parser import parse_expr
 from sdqlite.syntax.printer import show
-from sdqlite.syntax.types import erase
+from sdqlite.syntax.types import erase, tensor
 from semantics.extents import check_extents
 from semantics.interp import evaluate
 from semantics.values import FRACTION, Value, dense, values_equal
@@ -247,6 +247,28 @@ def test_the_iterated_key_lookup_sees_a_path_however_it_is_written() -> None:
                     e = typecheck(gradient(e, wrt, ctx), ctx)[0]
                 seen.add(tuple(sorted(iterated_key_lookup(e, ctx).fired.items())))
         assert len(seen) == 1 and () not in seen, (template, seen)
+
+
+def test_a_key_iterated_from_a_computed_dictionary_is_not_known_stored() -> None:
+    """The pass's scope: X is a path and i iterates X (written as a path, however: the
+    test above).  A dictionary computed by an expression, ``(A + B)(i)``, is no path,
+    even where it equals one (r, iterated from ``A + B`` at i): the pass does not
+    compare expressions, so it knows nothing of its keys and leaves h(j) a lookup, while
+    over r itself it fires (recording the sum's domain as a path when it is none fired
+    here too)."""
+    ctx: Ctx = {"A": tensor(2), "B": tensor(2)}
+    fired: dict[str, dict[str, int]] = {}
+    for dom in ("r", "(A + B)(i)"):
+        text = (f"sum(<i, r> in A + B) let h = sum(<k, x> in r) {{k -> x * x}} in "
+                f"sum(<j, y> in {dom}) h(j)")
+        e = typecheck(parse_expr(text), ctx)[0]
+        result = iterated_key_lookup(e, ctx)
+        fired[dom] = dict(result.fired)
+        env: dict[str, Value] = {"A": {0: {0: Fraction(2), 1: Fraction(1)}},
+                                 "B": {0: {1: Fraction(3)}, 2: {0: Fraction(5)}}}
+        # by hand: A + B = {0 -> {0 -> 2, 1 -> 4}, 2 -> {0 -> 5}}; squares 4 + 16 + 25
+        assert evaluate(e, env, FRACTION) == evaluate(result.program, env, FRACTION) == 45
+    assert fired == {"r": {"iterated-key-lookup (same-dictionary)": 1}, "(A + B)(i)": {}}
 
 
 SHIFT = "sum(<k, v> in V) {k + 1 -> v}"  # V's keys moved up by one
