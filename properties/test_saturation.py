@@ -24,6 +24,8 @@
   holds for, with a variable of its scope as index 0, is zero wherever that variable is.
   It knows each of its productions: it holds of every term built by one, and of one
   term per production; and no constant is strict (1.0 under a let, whose index is 1).
+  ``linear(t, 0)``, sum-hoist's side condition, holds of one term per production (x in
+  either factor of a product) and of no term that is not linear (a sum over x).
 * The cost model is STOREL's (``shared/research/storel-rules.md``): a program alone in
   an e-graph is extracted as itself, at the cost the table gives it, and a saturated
   program's extraction costs what the table gives the program extracted.
@@ -84,7 +86,7 @@ from sdqlite.opt.analysis import (
     without_keep,
 )
 from sdqlite.opt.cost import cost_model
-from sdqlite.opt.debruijn import alias, decode, encode, shift, strict, substitute
+from sdqlite.opt.debruijn import alias, decode, encode, linear, shift, strict, substitute
 from sdqlite.opt.egraph import (
     ClassId,
     CostFn,
@@ -132,7 +134,7 @@ from sdqlite.syntax.printer import show
 from sdqlite.syntax.types import INT, REAL, DictT, Type, tensor
 from semantics.display import read_value
 from semantics.interp import evaluate
-from semantics.values import FRACTION, dense, is_zero
+from semantics.values import FRACTION, add, dense, is_zero, values_equal
 
 Site = tuple[Generated, Expr]
 LIMITS = {"iter_limit": 4, "node_limit": 3000, "time_limit": 20.0}
@@ -412,6 +414,32 @@ def test_strict_knows_each_production_and_no_constant_is_strict() -> None:
         zero = is_zero(evaluate(elab, env, FRACTION))
         assert zero == (text in STRICT_EACH), text  # the lists are right
         assert strict(encode(elab, ctx, (("x", REAL),)), 0) == zero, text
+
+
+#: one term per production of ``linear`` (sum-hoist's side condition) in a sparse vector
+#: x, each linear in it; and terms it must not claim: x in both factors, a sum over x
+#: (its keys depend on x: twice x is not iterated as x twice), x plus a constant
+LINEAR_EACH = ["x", "x * s", "s * x", "x + s * x", "{n -> x}", "if n = n then x", "x(n)",
+               "sum(<k, v> in V) v * x", "let y = s in x"]
+NOT_LINEAR = ["x * x", "sum(<k, v> in x) x", "sum(<k, v> in x) {k -> x}", "x + V"]
+
+
+def test_linear_knows_each_production_and_no_sum_over_x_is_linear() -> None:
+    """``linear(t, 0)``, the test sum-hoist relies on, holds of a term of each of its
+    productions (x in either factor of a product, ...) and of none of the others; the
+    lists are right: t(x1 + x2) = t(x1) + t(x2) at two vectors that share a key, or not
+    (for a sum over x: {0 -> 2, 1 -> 3} and {1 -> 5, 2 -> 7} iterated apart count two
+    keys each, their sum three)."""
+    ctx: dict[str, Type] = {**SHAPE_CTX}
+    env: dict[str, object] = {"s": Fraction(2), "n": 1, "V": {0: Fraction(3), 2: Fraction(1)},
+                              "M": {}, "a": dense([])}
+    x1, x2 = {0: Fraction(2), 1: Fraction(3)}, {1: Fraction(5), 2: Fraction(7)}
+    for text in LINEAR_EACH + NOT_LINEAR:
+        elab, _ = typecheck(parse_expr(text), {**ctx, "x": SPARSE1})
+        at = [evaluate(elab, {**env, "x": x}, FRACTION) for x in (x1, x2, add(x1, x2))]
+        holds = values_equal(add(at[0], at[1]), at[2])
+        assert holds == (text in LINEAR_EACH), text  # the lists are right
+        assert linear(encode(elab, ctx, (("x", SPARSE1),)), 0) == holds, text
 
 
 @given(rewrite_sites(), st.sampled_from(sorted(SATURATION_RULES)), st.data())
@@ -815,6 +843,11 @@ SATURATION_GUARD_COUNTEREXAMPLES: dict[tuple[str, str], tuple[dict[str, Type], s
     ("sum-hoist", "linear in y"): (
         {"M": tensor(2)}, "sum(<k, v> in M) sum(<j, y> in M(k)) {j -> y * y}",
         "M = {0 -> {0 -> 1.0}, 1 -> {0 -> 2.0}}"),
+    # a sum over y counts y's keys: rows 0 and 1 hold one each, their sum two, so the
+    # hoisted body doubles what the rows give
+    ("sum-hoist", "linear in y: y iterated"): (
+        {"M": tensor(3)}, "sum(<k, v> in M) sum(<j, y> in v) {j -> sum(<l, u> in y) y}",
+        "M = {0 -> {0 -> {0 -> 1.0}}, 1 -> {0 -> {1 -> 1.0}}}"),
     # the rows cancel: summed first, the sum is empty; row by row, 1.0 * a and -1.0 * a
     # keep a's two positions
     ("sum-hoist", "nothing dense"): (
