@@ -83,6 +83,7 @@ from sdqlite.opt.analysis import (
     is_keep,
     keep,
     new_egraph,
+    unique_arrays,
     without_keep,
 )
 from sdqlite.opt.cost import cost_model
@@ -965,6 +966,24 @@ def test_trusted_uniqueness_is_needed() -> None:
         subst = next(ematch(g, rw.lhs, root), None)
         assert subst is not None and rw.condition is not None
         assert rw.condition(g, root, subst), (facts, text)  # the promise is what admits it
+
+
+def test_an_egraph_without_the_analysis_holds_no_promise() -> None:
+    """The promises are the SDQLite analysis's (``new_egraph(unique)``): an e-graph made
+    without it (a bare ``EGraph``, which the matching and the exact fusion's guard,
+    reading no type, work on too) has none, so that guard rejects ``unique(R(v))`` over
+    a range there, as it does in an e-graph of the analysis without R's promise, and
+    admits it with the promise."""
+    _, rw = SATURATION_RULES["sum-sum-vert-fuse-exact-2"]
+    ctx: dict[str, Type] = {"R": _I}
+    e, _ = typecheck(parse_expr(TRUSTED_COUNTEREXAMPLES[2][2]), ctx)
+    bare: EGraph[Info] = EGraph()
+    for g, promised in ((bare, {}), (new_egraph(), {}), (new_egraph({"R": None}), {"R": None})):
+        assert unique_arrays(g) == promised
+        root = g.add_term(encode(e, ctx))
+        subst = next(ematch(g, rw.lhs, root), None)
+        assert subst is not None and rw.condition is not None
+        assert rw.condition(g, root, subst) == bool(promised), promised
 
 
 #: rules whose condition only completes the pattern (the class holds a zero constant)
