@@ -30,9 +30,11 @@ and calling (``codegen/native.py``), DESIGN.md "Build and load".
 7. *A cache entry is loaded only when it is the object of its key*: truncated (its hash
    rewritten to match, too), replaced by another kernel's object (its hash too), a pipe
    in its place, its hash missing or garbled, or a build's temporary file left by a
-   process that is gone, the next build removes it and builds anew, and the kernel gives
-   its value.  A process killed while it builds takes its compiler with it (the driver
-   and the driver's own children), and the next build leaves no temporary behind.
+   process that is gone, the next build removes it and builds anew (in the process that
+   finds it too), and the kernel gives its value; a temporary file of a build still
+   under way is left alone.  A process killed while it builds takes its compiler with
+   it (the driver and the driver's own children), and the next build leaves no
+   temporary behind.
 """
 
 from __future__ import annotations
@@ -568,6 +570,59 @@ def test_a_faulty_cache_entry_is_built_again_not_loaded(fault: str) -> None:
             done = _build_7(root)
         assert done.stdout.split() == ["7"], (done.returncode, done.stderr[-2000:])
         assert not (root / f"{so.stem}.so.999999999").exists()
+
+
+#: faults this process can find without having loaded the object (its hash no longer
+#: the object's, or unreadable): the check removes the entry and says it is unsound
+IN_PROCESS_FAULTS = ["truncated", "truncated, its hash rewritten", "a byte appended",
+                     "a garbled hash"]
+
+
+@pytest.mark.parametrize("fault", IN_PROCESS_FAULTS)
+def test_a_faulty_cache_entry_found_by_this_process_is_built_again_here(fault: str) -> None:
+    """Law 7 in the process that finds the fault (the test above finds it in a fresh
+    one): the object built by another process is made faulty before this one loads it,
+    and this process's build removes it, builds it anew and loads that (an unsound
+    entry taken as sound was loaded after its removal: a BuildError)."""
+    with fresh_cache() as root:
+        assert _build_7(root).stdout.split() == ["7"]
+        (so,) = root.glob("*.so")
+        digest = so.with_suffix(".sha256")
+        match fault:
+            case "truncated":
+                so.write_bytes(so.read_bytes()[:1000])
+            case "truncated, its hash rewritten":
+                cut = so.read_bytes()[:so.stat().st_size // 2]
+                so.write_bytes(cut)
+                digest.write_text(hashlib.sha256(cut).hexdigest())
+            case "a byte appended":
+                so.write_bytes(so.read_bytes() + b"\0")
+            case _:
+                digest.write_bytes(b"\xff\xfe")
+        with environment(SDQLITE_CXXFLAGS="-O0"):
+            built = B.build(c_source(7, "good"))  # BUILD_7's source, flags and cache
+        assert built.path == so and not built.cached and call_f(built) == 7
+
+
+def test_a_temporary_file_of_a_build_still_running_is_left_alone() -> None:
+    """Law 7's cleaning takes only what a process that is gone left: the temporary files
+    of a build whose process is alive (another build of the same key, under way) stay,
+    those of a dead one go."""
+    source = c_source(5, "running")
+    alive = subprocess.Popen(["sleep", "60"])
+    try:
+        with fresh_cache() as root, environment(SDQLITE_CXXFLAGS="-O0"):
+            key = B._key(source)
+            theirs = [root / f"{key}.so.{alive.pid}", root / f"{key}.key.{alive.pid}.cpp"]
+            gone = [root / f"{key}.so.999999999", root / f"{key}.key.999999999.cpp"]
+            for tmp in theirs + gone:
+                tmp.write_text("half")
+            assert call_f(B.build(source)) == 5
+            assert all(tmp.exists() for tmp in theirs)
+            assert not any(tmp.exists() for tmp in gone)
+    finally:
+        alive.kill()
+        alive.wait()
 
 
 #: a translation unit g++ takes about two seconds over at -O0 (a million steps of constant
