@@ -787,6 +787,33 @@ def test_data_that_break_a_declared_size_fail_at_the_declaration(
     assert caught.value.span.line == 1, caught.value.span
 
 
+ROWS_SIZED = ("A : {int[m] -> {int -> real}}\ny : {dense_int[m] -> real}\n"
+              "sum(<i, r> in A) sum(<j, a> in r) a * y(i)")
+
+
+@given(st.integers(1, 4), st.integers(0, 2), st.sampled_from(["csr", "csc", "coo"]))
+@example(1, 0, "coo").via("the rows' key range read from the coo check's facts")
+def test_a_row_key_that_breaks_a_declared_size_fails_at_the_declaration(
+        m: int, past: int, fmt: str) -> None:
+    """Law 5 for the rows (the test above breaks the columns' size): y's m positions
+    fix m, and a scipy matrix in any of its own formats with an entry in row m + past
+    has a key outside int[m] (the rows' keys come from the format's check: the outer
+    keys of csr and coo, the inner ones of csc); without it, y A 1 (numpy)."""
+    rows = m + past + 1
+    dense = np.zeros((rows, 2))
+    dense[0, 1], dense[m + past, 0] = 1.5, 2.0
+    y = np.arange(1.0, m + 1.0)
+    f = _compiled(ROWS_SIZED, None, False, "auto", {})
+    with pytest.raises(DataError) as caught:
+        f(A=sp.coo_array(dense).asformat(fmt), y=y)
+    assert caught.value.message == (
+        f"input A has key {m + past} outside int[m] (m = {m}, from y)")
+    assert caught.value.span is not None and caught.value.span.line == 1
+    dense[m + past, 0] = 0.0
+    within = sp.coo_array(dense[:m]).asformat(fmt)
+    assert f(A=within, y=y) == pytest.approx(float(y @ dense[:m] @ np.ones(2)))
+
+
 @settings(max_examples=min(30, settings().max_examples))
 @given(st.integers(1, 3), st.integers(0, 2), st.integers(0, 2),
        st.sampled_from(["csr", "csc", "coo_matrix", "dense_matrix", "dict"]),
