@@ -7,7 +7,9 @@ or inf anywhere, or whose shape is huge with few entries — ``sdqlite.compile(.
 either raises the clean ``DataError`` the interpreter raises for the same data
 (``semantics.convert.from_scipy``), or returns the interpreter's value; in both cases the
 process is alive afterwards.  Where scipy itself finds the arrays consistent, the
-compiled value is the interpreter's; where it does not, both refuse them.
+compiled value is the interpreter's; where it does not, both refuse them.  Index arrays
+of any integer dtype (narrower, unsigned, big-endian) are read as their values, and an
+index is named as it is: one beyond int64 does not fit, not wrapped to a negative key.
 
 The crash reproducers of the issue (a corrupted ``indptr`` that crashed inside scipy's
 ``sort_indices``, a row index beyond the shape that wrote out of bounds in the conversion
@@ -122,6 +124,43 @@ def test_a_huge_matrix_in_coo_is_laid_out_by_its_entries() -> None:
     assert sdqlite.compile(count)(A=m) == 2.0  # the default for such a shape: coo
     with pytest.raises(DataError, match="csr row pointers of a 1099511627776 x 4 matrix"):
         sdqlite.compile(count, formats={"A": "csr"})(A=m)
+
+
+#: index arrays of integer dtypes other than the 32- and 64-bit ones read in place
+#: (scipy keeps a dtype assigned after construction): narrower, unsigned, big-endian
+OTHER_INDEX_DTYPES = [np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16),
+                      np.dtype(np.uint32), np.dtype(np.uint64), np.dtype(">i8"), np.dtype(">i4")]
+
+
+@pytest.mark.parametrize("dtype", OTHER_INDEX_DTYPES, ids=str)
+@pytest.mark.parametrize("fmt", ["coo", "csr"])
+def test_index_arrays_of_any_integer_dtype_are_read_as_their_values(dtype: Any, fmt: str
+                                                                   ) -> None:
+    """A vector's keys (coo's coordinates, csr's indices and indptr) in any integer dtype
+    are their values: key 2 of 1.5 doubled is {2 -> 3.0}."""
+    v: Any = sp.coo_array((np.array([1.5]), (np.array([2]),)), shape=(4,)).asformat(fmt)
+    for name in ("coords",) if fmt == "coo" else ("indices", "indptr"):
+        arrays = getattr(v, name)
+        cast = (tuple(a.astype(dtype) for a in arrays) if name == "coords"
+                else arrays.astype(dtype))
+        setattr(v, name, cast)
+    assert _VSUM(V=v) == {2: 3.0}
+
+
+@pytest.mark.parametrize(("dtype", "key", "message"), [
+    # beyond int64: read as int64 it would wrap to a negative key the data do not hold
+    (np.uint64, 2**63, "input V: its coordinates do not fit in 64 bits"),
+    (np.uint64, 2**64 - 1, "input V: its coordinates do not fit in 64 bits"),
+    # int64's least value fits (big-endian: not an array read in place): outside the shape
+    (">i8", -(2**63), "input V: entry 0 has index -9223372036854775808, outside its 4 shape"),
+    (">i8", 4, "input V: entry 0 has index 4, outside its 4 shape")])
+def test_an_index_beyond_the_shape_in_another_dtype_is_named_as_it_is(
+        dtype: Any, key: int, message: str) -> None:
+    v: Any = sp.coo_array((np.array([1.5]), (np.array([2]),)), shape=(4,))
+    v.coords = (np.array([key], dtype=dtype),)
+    with pytest.raises(DataError) as caught:
+        _VSUM(V=v)
+    assert caught.value.message == message
 
 
 # ---- the issue's crash reproducers, each in a process of its own ---------------------------
