@@ -25,6 +25,11 @@ its type admits (``sdqlite.storage.formats``: dict, dense, COO, CSR, CSC, column
 5. the lowering's own shapes (singletons entered by reference, conditionals around
    loops, domains a let names or marks unique, a range or an array in a singleton),
    with and without DPS, agree too.
+6. a dense destination holds every layer of a matrix result exactly where the lowered
+   program fills the inner one (``results.filled``): with DPS, each write's inner key
+   iterates a dense array in a loop inside the one that fixes the key above it (a key,
+   a value or a let of that loop); not a diagonal, nor a loop outside the outer key's;
+   without DPS a row is added whole, never filled.
 
 Reals compare to 1e-9 (the C++ sums a hash map's entries in another order); dense
 arrays stored inside dictionaries compare pointwise
@@ -104,10 +109,11 @@ LIMITS = Limits(iter_limit=3, node_limit=2000, time_limit=20.0)
 #: results whose every layer a dense destination holds (``results.filled``: the key of
 #: the inner layer iterates a dense array inside the loop that fixes the outer one), and
 #: one that only looks so (the inner key is the outer one's: a diagonal)
-FILLED = [(typecheck(parse_expr(text), SIZED_CTX)[0], "x") for text in (
+FILLED_TEXTS = (
     "sum(<i, r> in M) sum(<k, a> in r) {k -> sum(<j, b> in X2(k)) {j -> a * b}}",
     "sum(<i, row> in X2) {i -> sum(<j, b> in row) {j -> b * x(j)}}",
-    "sum(<i, row> in X2) {i -> {i -> 2.0}}")]
+    "sum(<i, row> in X2) {i -> {i -> 2.0}}")
+FILLED = [(typecheck(parse_expr(text), SIZED_CTX)[0], "x") for text in FILLED_TEXTS]
 
 
 @st.composite
@@ -280,3 +286,20 @@ def test_the_lowerings_own_shapes_compile_and_agree(envs: tuple[dict[str, Value]
     """Each shape, with and without DPS, its inputs as they are (one build)."""
     check_batch([Case(g, env, {x: "dict" for x in g.ctx}, dps, None)
                  for g, env in zip(SHAPES, envs, strict=True) for dps in (True, False)])
+
+
+#: matrix results (SIZED_CTX) -> does the lowered program (DPS) fill the inner layer: the
+#: inner key's loop (over a dense array) inside the loop fixing the outer key — its key
+#: (k, i), or a let in it (p) — or, for the diagonal {i -> {i -> ..}}, the inner key
+#: fixed with the outer; and j's loop over x outside i's, the rows' loop over M
+FILLS = {
+    FILLED_TEXTS[0]: True, FILLED_TEXTS[1]: True, FILLED_TEXTS[2]: False,
+    "sum(<i, row> in X2) let p = i + 1 in {p -> sum(<j, b> in row) {j -> b}}": True,
+    "sum(<j, b> in x) sum(<i, r> in M) {i -> {j -> b}}": False}
+
+
+def test_a_dense_destination_is_filled_where_the_inner_key_iterates_inside() -> None:
+    for text, fills in FILLS.items():
+        e, t = typecheck(parse_expr(text), SIZED_CTX)
+        assert R.filled(lower(e, SIZED_CTX, t, dps=True), 2) == fills, text
+        assert not R.filled(lower(e, SIZED_CTX, t, dps=False), 2), text  # rows added whole
