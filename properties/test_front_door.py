@@ -44,6 +44,7 @@ SMVM = ("A : {int -> {int -> real}}\nX : {dense_int -> real}\n"
 VSUM = "V : {int -> real}\nsum(<i, a> in V) {i -> 2.0 * a}"
 _SMVM = sdqlite.compile(SMVM, output="value")
 _VSUM = sdqlite.compile(VSUM, output="value")
+_VSUM_AUTO = sdqlite.compile(VSUM)
 FORMATS = ["csr", "csc", "coo", "bsr", "lil", "dok", "dia"]
 CORRUPT = ["none", "indptr", "indices", "row", "col", "nan", "inf", "truncated indices"]
 
@@ -109,18 +110,29 @@ def test_malformed_scipy_data_are_the_interpreters_error_or_value(case: tuple[An
 def test_a_huge_shape_with_few_entries_is_built_by_its_entries(
         shape: tuple[int], key: int, fmt: str) -> None:
     """A vector of 2^40 positions holding one entry: the result is built by its entries
-    (a dense destination of 2^40 positions would not fit), the interpreter's value."""
+    (a dense destination of 2^40 positions would not fit), the interpreter's value;
+    with the default output, a scipy vector of that shape holding that entry (a numpy
+    array of 2^40 positions would not fit either)."""
     v: Any = sp.coo_array((np.array([1.5]), (np.array([key]),)), shape=shape)
     v = v.asformat(fmt)
     assert _VSUM(V=v) == {key: 3.0}
+    got = _VSUM_AUTO(V=v)
+    assert sp.issparse(got) and got.shape == shape and got.nnz == 1
+    assert got.tocoo().coords[0].tolist() == [key] and got.tocoo().data.tolist() == [3.0]
 
 
 def test_a_huge_matrix_in_coo_is_laid_out_by_its_entries() -> None:
-    """A 2^40 x 4 matrix with one entry, stored in coo: no row pointers are allocated;
-    in csr, the layout is refused before anything is allocated, naming the input."""
+    """A 2^40 x 4 matrix with one entry, stored in coo: no row pointers are allocated,
+    for the input nor for a matrix result (scipy's csr would allocate them: it comes
+    back as scipy's coo); in csr, the layout is refused before anything is allocated,
+    naming the input."""
     m = sp.coo_array((np.array([2.0]), (np.array([2**39]), np.array([1]))), shape=(2**40, 4))
     count = "A : {int -> {int -> real}}\nsum(<i, r> in A) sum(<j, a> in r) a"
     assert sdqlite.compile(count, formats={"A": "coo"})(A=m) == 2.0
+    double = "A : {int -> {int -> real}}\nsum(<i, r> in A) {i -> sum(<j, a> in r) {j -> 2.0 * a}}"
+    got = sdqlite.compile(double, formats={"A": "coo"})(A=m)  # scipy's, by its entries
+    assert sp.issparse(got) and got.shape == (2**40, 4) and got.nnz == 1
+    assert got.tocoo().coords[0].tolist() == [2**39] and got.tocoo().data.tolist() == [4.0]
     assert sdqlite.compile(count)(A=m) == 2.0  # the default for such a shape: coo
     with pytest.raises(DataError, match="csr row pointers of a 1099511627776 x 4 matrix"):
         sdqlite.compile(count, formats={"A": "csr"})(A=m)
