@@ -804,14 +804,15 @@ def test_a_row_key_that_breaks_a_declared_size_fails_at_the_declaration(
     dense[0, 1], dense[m + past, 0] = 1.5, 2.0
     y = np.arange(1.0, m + 1.0)
     f = _compiled(ROWS_SIZED, None, False, "auto", {})
+    past_m: Any = sp.coo_array(dense)
     with pytest.raises(DataError) as caught:
-        f(A=sp.coo_array(dense).asformat(fmt), y=y)
+        f(A=past_m.asformat(fmt), y=y)
     assert caught.value.message == (
         f"input A has key {m + past} outside int[m] (m = {m}, from y)")
     assert caught.value.span is not None and caught.value.span.line == 1
     dense[m + past, 0] = 0.0
-    within = sp.coo_array(dense[:m]).asformat(fmt)
-    assert f(A=within, y=y) == pytest.approx(float(y @ dense[:m] @ np.ones(2)))
+    within: Any = sp.coo_array(dense[:m])
+    assert f(A=within.asformat(fmt), y=y) == pytest.approx(float(y @ dense[:m] @ np.ones(2)))
 
 
 @settings(max_examples=min(30, settings().max_examples))
