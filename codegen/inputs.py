@@ -231,12 +231,13 @@ def check_sparse(name: str, x: Any) -> Sparse:
     """``x``'s arrays checked in one pass (compiled), before scipy itself reads them."""
     shape = tuple(int(n) for n in x.shape)
     fmt = x.format
-    if fmt not in ("csr", "csc", "coo"):  # built by scipy from Python data: convert
-        if fmt == "bsr":
-            _scipy_check(name, x)
-        x = scipy.sparse.coo_array(x)
+    if fmt in ("csr", "csc", "coo"):
+        given: list[Any] = list(x.coords) if fmt == "coo" else []  # keys, an array a layer
+        data = x.data
+    else:  # bsr, dia, lil, dok: read from their own arrays, checked
+        given, data = _entries(name, x, shape)
         fmt = "coo"
-    vals = np.ascontiguousarray(x.data, dtype=np.float64)
+    vals = np.ascontiguousarray(data, dtype=np.float64)
     facts = (ctypes.c_int64 * 8)()
     if fmt in ("csr", "csc"):
         pos, idx = _index(name, x.indptr, "indptr"), _index(name, x.indices, "indices")
@@ -261,7 +262,7 @@ def check_sparse(name: str, x: Any) -> Sparse:
             keys = ((_range(facts, 3), _range(facts, 1)) if fmt == "csr" else
                     (_range(facts, 1), _range(facts, 3)))
     else:
-        coords = [_index(name, c, "coordinates") for c in x.coords]
+        coords = [_index(name, c, "coordinates") for c in given]
         if any(len(c) != len(vals) for c in coords):
             raise DataError(f"input {name}: its coordinates and values differ in length")
         inner_c = coords[1] if len(coords) == 2 else None
@@ -308,11 +309,69 @@ def _wrong(code: int, facts: Any, fmt: str, shape: tuple[int, ...]) -> str:
     }.get(code, f"its {fmt} arrays are not valid (check {code})")
 
 
-def _scipy_check(name: str, x: Any) -> None:
+def _entries(name: str, x: Any, shape: tuple[int, ...]) -> tuple[list[Any], Any]:
+    """A bsr, dia, lil or dok matrix's keys (one array per layer, unchecked against the
+    shape: the caller checks them) and values, read without trusting its arrays: scipy's
+    own converters do (a dia whose data have more rows than it has offsets, a lil with
+    fewer rows than its shape, crashed the process or read memory they do not own; an
+    offset beyond 32 bits wrapped; a dok key beyond the shape was a bare ValueError)."""
     try:
-        x.check_format(full_check=True)
-    except ValueError as err:
+        match x.format:
+            case "bsr":
+                x.check_format(full_check=True)
+                m = scipy.sparse.coo_array(x)
+                return list(m.coords), m.data
+            case "dia":
+                return _dia_entries(name, x, shape)
+            case "lil":
+                rows, data = x.rows, x.data
+                if not (isinstance(rows, np.ndarray) and isinstance(data, np.ndarray)
+                        and rows.shape == data.shape == shape[:1]):
+                    raise DataError(f"input {name}: its lil rows and data are not "
+                                    f"{shape[0]} lists each (corrupted lil arrays)")
+                counts = [len(r) for r in rows]
+                if counts != [len(d) for d in data]:
+                    raise DataError(f"input {name}: a row of its lil rows and data differ in "
+                                    "length (corrupted lil arrays)")
+                keys = [np.repeat(np.arange(shape[0], dtype=np.int64), counts),
+                        _ints([j for r in rows for j in r])]
+                return keys, np.array([a for d in data for a in d], dtype=np.float64)
+            case "dok":
+                pairs = list(x.items())
+                if x.ndim == 1:
+                    keys = [_ints([k for k, _ in pairs])]
+                else:
+                    bad = next((k for k, _ in pairs if not (isinstance(k, tuple)
+                                                            and len(k) == 2)), None)
+                    if bad is not None:
+                        raise DataError(f"input {name}: its dok key {bad!r} is not a pair "
+                                        "of ints")
+                    keys = [_ints([k[d] for k, _ in pairs]) for d in range(2)]
+                return keys, np.array([a for _, a in pairs], dtype=np.float64)
+    except (ValueError, TypeError, OverflowError) as err:
         raise DataError(f"input {name}: {err}") from None
+    raise DataError(f"input {name}: scipy.sparse format {x.format} is not read (give csr, "
+                    "csc, coo, bsr, dia, lil or dok)")
+
+
+def _dia_entries(name: str, x: Any, shape: tuple[int, ...]) -> tuple[list[Any], Any]:
+    offsets, data = np.asarray(x.offsets), np.asarray(x.data)
+    if offsets.ndim != 1 or data.ndim != 2 or data.shape[0] != len(offsets):
+        raise DataError(f"input {name}: its dia data ({' x '.join(map(str, data.shape))}) "
+                        f"do not hold one diagonal per offset ({len(offsets)}) (corrupted dia "
+                        "arrays)")
+    offsets = _index(name, offsets, "offsets")
+    if len(np.unique(offsets)) != len(offsets):
+        raise DataError(f"input {name}: its dia offsets repeat one (corrupted dia arrays)")
+    keep = (offsets > -shape[0]) & (offsets < shape[1])  # the others hold no entry
+    m = scipy.sparse.coo_array(scipy.sparse.dia_array((data[keep], offsets[keep]),
+                                                      shape=(shape[0], shape[1])))
+    return list(m.coords), m.data
+
+
+def _ints(keys: list[Any]) -> Any:
+    """Keys as an array (ints, or what they are: the caller refuses any other dtype)."""
+    return np.array(keys) if keys else np.zeros(0, dtype=np.int64)
 
 
 def _shape(shape: tuple[int, ...]) -> str:

@@ -182,6 +182,10 @@ REPRODUCERS = {
     "indptr": "A = sp.csr_matrix(np.eye(4)); A.indptr[1] = 1000",
     "coo row": "A = sp.coo_matrix(np.eye(4)); A.row[0] = 1000",
     "csc indices": "A = sp.csc_matrix(np.eye(4)); A.indices[0] = 1000",
+    # scipy's own converters trusted these (found by the property below): a SIGSEGV, and
+    # a row list read past the end of the shortened array (a garbage index or a crash)
+    "dia data": "A = sp.dia_matrix(np.eye(4)); A.data = np.ones((3, 4))",
+    "lil rows": "A = sp.lil_matrix(np.eye(4)); A.rows = A.rows[:2]",
 }
 
 
