@@ -20,6 +20,7 @@ pointers of a matrix with 2⁴⁰ rows) is refused before anything is allocated.
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
@@ -489,10 +490,19 @@ def flat_arrays(fmt: Format, a: Arg) -> dict[str, Any]:
         return {"len": n, "pos": pos, "idx": idx, "val": val}
     sizes = tuple(int(n) for n in a.data.shape) if a.kind in ("scipy", "numpy") else \
         (None,) * len(D.layers(a.type))
-    for size, positional in zip(sizes, fmt.positional, strict=True):
-        if positional and size is not None:
-            _affordable(8 * size, f"format {fmt.name}'s arrays for input {a.name}")
-    return layout(fmt, entries(a), sizes)
+    coo = entries(a)
+    # a positional layer holds every position of its size (a value's: up to its largest
+    # key) once per position of the positional layers above it: a dense 2^20 x 2^20
+    # matrix, or a value's row key 2^40 in csr, is refused before it is allocated
+    positions = math.prod(n if n is not None else max(int(k.max()) + 1 if len(k) else 0, 0)
+                          for n, k, positional in zip(sizes, coo[0], fmt.positional,
+                                                      strict=True) if positional)
+    if any(fmt.positional):
+        _affordable(8 * positions, f"format {fmt.name}'s arrays for input {a.name}")
+    try:
+        return layout(fmt, coo, sizes)
+    except DataError as err:  # a key the format cannot hold: say whose
+        raise DataError(f"input {a.name}: {err.message}") from None
 
 
 def default_format(a: Arg) -> str:

@@ -176,6 +176,27 @@ def test_an_index_beyond_the_shape_in_another_dtype_is_named_as_it_is(
     assert caught.value.message == message
 
 
+@pytest.mark.parametrize(("data", "fmt"), [
+    (sp.coo_array((np.array([2.0]), (np.array([5]), np.array([1]))), shape=(2**20, 2**20)),
+     "dense"),
+    ({2**40: {1: 1.0}}, "csr"), ({2**40: {1: 1.0}}, "dense_col"), ({0: {2**40: 1.0}}, "dense"),
+])
+def test_a_layout_that_would_not_fit_is_refused_before_it_is_allocated(data: Any, fmt: str
+                                                                        ) -> None:
+    """numpy's MemoryError (8 TiB) before: the budget was checked layer by layer (a dense
+    2^20 x 2^20 matrix passed), and not at all for a value (sized by its keys)."""
+    count = "A : {int -> {int -> real}}\nsum(<i, r> in A) sum(<j, a> in r) a"
+    with pytest.raises(DataError, match=r"format \w+'s arrays for input A would take"):
+        sdqlite.compile(count, formats={"A": fmt})(A=data)
+    assert sdqlite.evaluate(count, A=data) in (1.0, 2.0)  # the interpreter lays nothing out
+
+
+def test_a_key_the_format_cannot_hold_names_the_input() -> None:
+    count = "A : {int -> {int -> real}}\nsum(<i, r> in A) sum(<j, a> in r) a"
+    with pytest.raises(DataError, match=r"^input A: key -5 is negative, but format csr"):
+        sdqlite.compile(count, formats={"A": "csr"})(A={-5: {1: 1.0}})
+
+
 # ---- the issue's crash reproducers, each in a process of its own ---------------------------
 
 REPRODUCERS = {
