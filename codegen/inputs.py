@@ -95,8 +95,9 @@ class Sparse:
         value, in key order, repeated keys added: canonical arrays as they are."""
         if self.fmt == "coo" and self.canonical:
             keys, vals = list(self.arrays[:-1]), self.arrays[-1]
-        elif self.fmt == "coo":
-            m = self.scipy().copy()
+        elif self.fmt == "coo" or (self.fmt == "csc" and 8 * self.shape[0] > LAYOUT_BUDGET):
+            # (csc of many rows: its entries, not csr's row pointers for every row)
+            m = scipy.sparse.coo_array(self.scipy(), copy=True)
             m.sum_duplicates()  # (safe: the arrays were checked)
             keys, vals = [np.asarray(k) for k in m.coords], m.data
         else:
@@ -364,10 +365,19 @@ def _dia_entries(name: str, x: Any, shape: tuple[int, ...]) -> tuple[list[Any], 
     offsets = _index(name, offsets, "offsets")
     if len(np.unique(offsets)) != len(offsets):
         raise DataError(f"input {name}: its dia offsets repeat one (corrupted dia arrays)")
-    keep = (offsets > -shape[0]) & (offsets < shape[1])  # the others hold no entry
-    m = scipy.sparse.coo_array(scipy.sparse.dia_array((data[keep], offsets[keep]),
-                                                      shape=(shape[0], shape[1])))
-    return list(m.coords), m.data
+    rows, cols, vals = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [
+        np.zeros(0, dtype=data.dtype)]
+    for o, diagonal in zip(offsets.tolist(), data, strict=True):
+        # data[k, j] is the entry (j - o, j): its columns j with 0 <= j - o < rows, in
+        # Python ints (no wrapping), and no array of the shape's size (scipy's converter
+        # allocated row pointers for the rows: 8 TiB for 2^40 of them)
+        start, stop = max(0, o), min(len(diagonal), shape[1], shape[0] + o)
+        if start < stop:
+            j = np.arange(start, stop, dtype=np.int64)
+            rows.append(j - o)
+            cols.append(j)
+            vals.append(diagonal[start:stop])
+    return [np.concatenate(rows), np.concatenate(cols)], np.concatenate(vals)
 
 
 def _ints(keys: list[Any]) -> Any:

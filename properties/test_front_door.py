@@ -176,6 +176,19 @@ def test_an_index_beyond_the_shape_in_another_dtype_is_named_as_it_is(
     assert caught.value.message == message
 
 
+@pytest.mark.parametrize("fmt", ["csc", "dia", "dok", "coo"])
+def test_a_matrix_of_2_40_rows_is_read_by_its_entries_in_any_format_that_holds_it(fmt: str
+                                                                                  ) -> None:
+    """csc (5 column pointers) and dia (its diagonals) hold it in a few bytes, but were read
+    through csr's 2^40 row pointers: a refusal naming no input, numpy's MemoryError."""
+    m: Any = sp.coo_array((np.array([2.0, 3.0]), (np.array([5, 2**40 - 1]), np.array([1, 3]))),
+                          shape=(2**40, 4))
+    m = m.asformat(fmt)
+    count = "A : {int -> {int -> real}}\nsum(<i, r> in A) sum(<j, a> in r) a"
+    for backend in ("interp", "cpp"):
+        assert sdqlite.evaluate(count, backend=backend, A=m) == 5.0
+
+
 @pytest.mark.parametrize(("data", "fmt"), [
     (sp.coo_array((np.array([2.0]), (np.array([5]), np.array([1]))), shape=(2**20, 2**20)),
      "dense"),
