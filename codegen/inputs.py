@@ -337,7 +337,7 @@ def _entries(name: str, x: Any, shape: tuple[int, ...]) -> tuple[list[Any], Any]
                                     "length (corrupted lil arrays)")
                 keys = [np.repeat(np.arange(shape[0], dtype=np.int64), counts),
                         _ints([j for r in rows for j in r])]
-                return keys, np.array([a for d in data for a in d], dtype=np.float64)
+                return keys, _numbers(name, [a for d in data for a in d])
             case "dok":
                 pairs = list(x.items())
                 if x.ndim == 1:
@@ -349,7 +349,7 @@ def _entries(name: str, x: Any, shape: tuple[int, ...]) -> tuple[list[Any], Any]
                         raise DataError(f"input {name}: its dok key {bad!r} is not a pair "
                                         "of ints")
                     keys = [_ints([k[d] for k, _ in pairs]) for d in range(2)]
-                return keys, np.array([a for _, a in pairs], dtype=np.float64)
+                return keys, _numbers(name, [a for _, a in pairs])
     except (ValueError, TypeError, OverflowError) as err:
         raise DataError(f"input {name}: {err}") from None
     raise DataError(f"input {name}: scipy.sparse format {x.format} is not read (give csr, "
@@ -380,9 +380,20 @@ def _dia_entries(name: str, x: Any, shape: tuple[int, ...]) -> tuple[list[Any], 
     return [np.concatenate(rows), np.concatenate(cols)], np.concatenate(vals)
 
 
+def _numbers(name: str, values: list[Any]) -> Any:
+    """A lil's or dok's values as float64, one number each (an array among them is none)."""
+    vals = np.array(values, dtype=np.float64)
+    if vals.shape != (len(values),):
+        raise DataError(f"input {name}: a value among its entries is not a number")
+    return vals
+
+
 def _ints(keys: list[Any]) -> Any:
     """Keys as an array (ints, or what they are: the caller refuses any other dtype)."""
-    return np.array(keys) if keys else np.zeros(0, dtype=np.int64)
+    a = np.array(keys) if keys else np.zeros(0, dtype=np.int64)
+    if a.ndim != 1:
+        raise ValueError("a key among its entries is not an int")
+    return a
 
 
 def _shape(shape: tuple[int, ...]) -> str:
