@@ -1,29 +1,53 @@
 """The compiled front door never crashes the process and never returns a wrong value.
 
-For malformed ``scipy.sparse`` inputs — a matrix in every format (csr, csc, coo, and
-those scipy converts: bsr, lil, dok, dia) or a vector, of every dtype, whose ``indptr``,
-``indices``, ``row`` or ``col`` were corrupted after construction, whose values hold NaN
-or inf anywhere, or whose shape is huge with few entries — ``sdqlite.compile(...)(data)``
-either raises the clean ``DataError`` the interpreter raises for the same data
-(``semantics.convert.from_scipy``), or returns the interpreter's value; in both cases the
-process is alive afterwards.  Where scipy itself finds the arrays consistent, the
-compiled value is the interpreter's; where it does not, both refuse them.  Index arrays
-of any integer dtype (narrower, unsigned, big-endian) are read as their values, and an
-index is named as it is: one beyond int64 does not fit, not wrapped to a negative key.
+``test_malformed_inputs_are_one_clean_error_or_one_value_on_both_backends`` is the law of
+issue 29: SMVM called with a matrix A (scipy in each of its formats, numpy, or nested
+dicts; stored in each format sdqlite lays a matrix out in) and a dense vector X (numpy, or
+a ``DenseArray``), one of them damaged after construction in any of the ways its kind
+allows, of every dtype, NaN or inf anywhere, huge shapes with few entries: the interpreter
+(``sdqlite.evaluate(..., backend="interp")``) and the compiled code raise one clean error
+or give one value, in a process that stays alive.  scipy holds a corrupted matrix in every
+format, not only csr, csc and coo: a bsr's blocks, a lil's row lists, a dok's dict and a
+dia's offsets and diagonals are plain attributes, damaged there.  The inputs are built
+and both backends called in a worker process: a crash is a failing example, not the end
+of the test run.  (``make mutation`` plants its mutants in the pytest process only: the
+worker never sees them.)
+
+``test_malformed_scipy_data_are_the_interpreters_error_or_value`` checks the compiled
+value against another reading of the same arrays — ``semantics.convert.from_scipy``, the
+command line's own checks — for csr, csc and coo matrices whose ``indptr``, ``indices``,
+``row`` or ``col`` were corrupted; it runs in the pytest process, which the door's checks
+(before scipy reads any array) keep alive.  Index arrays of any integer dtype (narrower, unsigned,
+big-endian) are read as their values, and an index is named as it is: one beyond int64
+does not fit, not wrapped to a negative key.
 
 The crash reproducers of the issue (a corrupted ``indptr`` that crashed inside scipy's
 ``sort_indices``, a row index beyond the shape that wrote out of bounds in the conversion
-to CSR) run in a subprocess too, which must end with the clean error, not a signal.
+to CSR) and those the property found (a dia with more diagonals than offsets, a lil whose
+rows were cut short) run in a subprocess too, which must end with the clean error, not a
+signal.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import math
 import os
+import pickle
+import re
+import select
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+import traceback
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +58,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import sdqlite
-from sdqlite.errors import DataError
+from sdqlite.errors import DataError, SDQLiteError
+from sdqlite.storage.formats import formats_for
+from sdqlite.syntax.types import REAL, DictT
 from sdqlite.ui.cli import main
 from semantics.convert import from_scipy
-from semantics.values import values_equal
+from semantics.values import DenseArray, values_equal
 
 SMVM = ("A : {int -> {int -> real}}\nX : {dense_int -> real}\n"
         "sum(<i, r> in A) sum(<j, a> in r) a * X(j)")
@@ -104,6 +130,477 @@ def test_malformed_scipy_data_are_the_interpreters_error_or_value(case: tuple[An
         return
     got = _SMVM(A=m, X=x)
     assert values_equal(got, want, rel_tol=1e-9, abs_tol=1e-12), (got, want)
+
+
+# ---- both backends on malformed inputs of every kind, in a process of their own ------------
+
+#: A's storage formats (``formats={"A": ...}``; None: its data's default).  X is stored as
+#: itself: the formats of its type, dict and dense, are both the identity
+STORAGE: list[str | None] = [None, *formats_for(DictT(DictT(REAL)))]
+#: the dtypes scipy builds a matrix of (float16, object, str only by damage, below)
+SCIPY_DTYPES = ["float64", "float32", "longdouble", "int64", "int32", "int16", "int8", "uint64",
+                "uint32", "uint8", "bool", "complex128", "complex64"]
+NUMPY_DTYPES = [*SCIPY_DTYPES, "float16", "object", "str", ">f8", ">i8", "datetime64[s]"]
+#: what a damage writes: into an index array, a value array, a dict, a dense array
+INDICES = [-1, 0, 1, 3, 4, 5, 1000, 2**31 - 1, 2**32, 2**40, 2**63 - 1, -(2**63)]
+NUMBERS: list[Any] = [0.0, 1e300, -1e300, 5e-324, 2**63 + 5, 2**64 - 1]
+INDEX_DTYPES = ["int8", "int16", "uint32", "uint64", "float64", ">i4", ">i8", "object", "bool"]
+DATA_DTYPES = ["float16", "object", "complex128", "bool", "uint64", ">f8", "longdouble", "int8",
+               "str"]
+LEAVES: list[Any] = [None, "x", np.nan, np.inf, -np.inf, np.float16(1.5), np.float32(2.5),
+                     np.uint64(2**64 - 1), np.int8(-3), True, np.bool_(True), 1 + 2j, 2**70,
+                     10**400, np.longdouble(1.5), Fraction(1, 3), np.str_("1"),
+                     np.datetime64(1, "s"), np.array(2.0), np.array([2.0])]
+KEYS: list[Any] = [2**64, -(2**63) - 1, np.uint64(2**63), -5, 1.5, "0", None, True,
+                   np.int32(2), np.int8(-1), np.uint64(3), 2**40, 2**63 - 1, np.float64(1.0)]
+ROWS: list[Any] = [[1.0], 1.0, {}, None, {0: {1: 1.0}}, DenseArray((1.0,), 0), np.array([1.0]),
+                   "x", sp.coo_array(np.ones(2))]
+WHOLES: list[Any] = [[], None, {}, DenseArray((1.0,), 0), {0: 1.0}, np.float64(1.0), 3,
+                     {0: {0: {0: 1.0}}}, np.ones((2, 2, 2)), sp.coo_array(np.ones(3)), "A"]
+#: the damages each kind of data can take, and the pool of what each writes
+COMPRESSED = ["indptr", "indices", "indices truncated", "indptr truncated", "data truncated",
+              "index dtype", "strided", "read-only", "unsorted", "duplicate"]
+SCIPY = ["data nan", "data inf", "data number", "data dtype", "shape"]
+DAMAGES: dict[str, list[str]] = {
+    "csr": [*COMPRESSED, *SCIPY], "csc": [*COMPRESSED, *SCIPY],
+    "coo": ["row", "col", "coords truncated", "index dtype", "strided", "read-only", "unsorted",
+            "duplicate", *SCIPY],
+    "bsr": ["indptr", "indices", "blocks", "index dtype", *SCIPY],
+    "lil": ["rows", "rows truncated", "row longer", "item", "unsorted", *SCIPY],
+    "dok": ["key", "key arity", "item", *SCIPY],
+    "dia": ["offset", "index dtype", "diagonals", "data 1-d", "offset repeat", *SCIPY],
+    "numpy": ["nan", "inf", "number", "ndim", "length", "strided", "read-only", "byteswap",
+              "masked", "fortran"],
+    "dict": ["item", "row key", "column key", "row replaced", "whole"],
+    "value": ["item", "start", "whole"],
+}
+POOLS: dict[str, list[Any]] = {
+    "index dtype": INDEX_DTYPES, "data dtype": DATA_DTYPES, "number": NUMBERS,
+    "data number": NUMBERS, "item": LEAVES, "row key": KEYS, "column key": KEYS, "key": KEYS,
+    "row replaced": ROWS, "whole": WHOLES, "start": [1, 2, -1, 2**40, 2**63 - 1, 2**64],
+    "ndim": [0, 1, 3], "length": [0, 1, 3, 5, 9], "shape": [-1, 1, 2**40],
+    "unsorted": [False, True], "duplicate": [False, True]}  # (True: scipy's flag says sorted)
+#: the axes a format holds a huge size on without an array of that size (csr and lil keep
+#: a row pointer or list per row, csc a column pointer per column, dia a datum per column)
+HUGE_AXES = {"coo": (0, 1), "dok": (0, 1), "dict": (0, 1), "csr": (1,), "lil": (1,),
+             "csc": (0,), "dia": (0,)}
+#: the compiled code's refusal of a layout the interpreter never makes (it lays nothing
+#: out): A in a format asked for whose layers hold every position (or no negative key)
+POSITIONAL = ("csr", "csc", "dense", "dense_col")
+LAYOUT = re.compile(r"^format \w+'s arrays for input A would take|^input A: (the cs[rc] row "
+                    r"pointers of .* would take|key -?\d+ is (negative|outside 0 \.\.))")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call of SMVM: A given as ``a`` (a scipy format, as an ``spmatrix`` or an
+    ``sparray``; ``numpy``; ``dict``: nested dicts), X as ``x`` (``numpy``, or ``value``: a
+    ``DenseArray``); the input ``broken`` damaged by ``damage``, at entry ``at``, writing
+    ``value``; its numbers of ``dtype``; A of ``shape`` holding the entries of ``pattern``
+    (a row-major grid of up to 4 columns, its last row and column moved to the end of a
+    huge shape); A stored in ``storage``.  Plain data: the worker builds the inputs from
+    it, and a falsifying example reads as a recipe."""
+
+    a: str
+    x: str
+    broken: str
+    damage: str = "none"
+    at: int = 0
+    value: Any = None
+    dtype: str = "float64"
+    shape: tuple[int, int] = (2, 2)
+    pattern: tuple[float, ...] = (1.5, 0.0, -2.0, 3.0)
+    storage: str | None = None
+    spmatrix: bool = False
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        cols = min(self.shape[1], 4)
+        return len(self.pattern) // cols, cols
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> Case:
+    # (the damage first, among all of every kind: each is drawn as often)
+    kind, damage = draw(st.sampled_from([(k, d) for k, ds in DAMAGES.items()
+                                         for d in ["none", *ds]]))
+    broken = "X" if kind == "value" or (kind == "numpy" and draw(st.booleans())) else "A"
+    a = kind if broken == "A" else draw(st.sampled_from([*FORMATS, "numpy", "dict"]))
+    x = kind if broken == "X" else draw(st.sampled_from(["numpy", "value"]))
+    value = draw(st.sampled_from(POOLS.get(damage, INDICES)))
+    dtype = draw(st.sampled_from(SCIPY_DTYPES if kind in FORMATS else NUMPY_DTYPES))
+    rows, cols = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    pattern = draw(st.lists(st.sampled_from([0.0, 0.0, 1.5, -2.0, 3.0]), min_size=rows * cols,
+                            max_size=rows * cols))
+    shape = [rows, cols]
+    huge = draw(st.sampled_from([None, None, None, 2**31 + 3, 2**40, 2**62]))
+    if huge is not None and a in HUGE_AXES and cols == 4:  # (the grid keeps the 4 columns)
+        shape[draw(st.sampled_from(HUGE_AXES[a]))] = huge
+    return Case(a, x, broken, damage, draw(st.integers(0, 20)), value, dtype,
+                (shape[0], shape[1]), tuple(pattern), draw(st.sampled_from(STORAGE)),
+                draw(st.booleans()))
+
+
+Outcome = tuple[Any, ...]  # ("value", v), ("error", class, message), ("exception", text)
+
+
+@settings(max_examples=10 * settings().max_examples)  # (each one takes milliseconds)
+@given(cases())
+@example(Case("csr", "numpy", "A", "indptr", 1, 1000)).via("the issue's first crash")
+@example(Case("dia", "numpy", "A", "diagonals", 1)).via("more diagonals than offsets: SIGABRT")
+@example(Case("dia", "numpy", "A", "offset", 0, 2**32)).via("an offset wrapped: heap corrupted")
+@example(Case("lil", "numpy", "A", "rows truncated")).via("scipy read rows past the array")
+@example(Case("dok", "numpy", "A", "key", 1, 1000)).via("a key beyond: a bare ValueError")
+@example(Case("dok", "numpy", "A", "item", 0, np.array([2.0]), shape=(1, 1), pattern=(1.5,))
+         ).via("a dok's one value an array: a 2-d value array, a TypeError inside")
+@example(Case("lil", "numpy", "A", "item", 0, np.array([2.0]), shape=(1, 1), pattern=(1.5,))
+         ).via("a lil's one value an array: a 2-d value array, a TypeError inside")
+@example(Case("csc", "numpy", "A", "none", 0, -1, "float64", (2147483651, 4), (0.0,) * 8)
+         ).via("a csc of 2^31 rows read through csr's row pointers: refused, naming no input")
+@example(Case("dia", "numpy", "A", shape=(2**40, 4), pattern=(1.5, 0.0, 0.0, 3.0))
+         ).via("a dia of 2^40 rows: scipy's converter allocated 8 TiB (MemoryError)")
+@example(Case("dict", "numpy", "A", "row key", 0, 2**40, storage="csr")
+         ).via("a dict's key 2^40 laid out in csr: MemoryError")
+@example(Case("dict", "numpy", "A", "column key", 0, 2**40, storage="dense")
+         ).via("a dict's key 2^40 laid out dense: MemoryError")
+@example(Case("dict", "numpy", "A", "row key", 0, -5, storage="csr")
+         ).via("a negative key in csr: an error naming no input")
+def test_malformed_inputs_are_one_clean_error_or_one_value_on_both_backends(
+        worker: Worker, case: Case) -> None:
+    """For SMVM called with A or X damaged (a ``Case``: what ``cases`` draws), in a
+    worker process: both backends raise an ``SDQLiteError`` of one class, with one
+    message, which names the damaged input; or both give values that agree; or — the one
+    difference allowed — the compiled code refuses, naming A, to lay A out in the format
+    asked for (row pointers or dense arrays for every position of a huge shape; a
+    negative key where keys are positions), where the interpreter, which lays nothing
+    out, gives the value.  Nothing else is raised, and the process is alive after."""
+    interp, cpp = worker.ask(case)
+    assert "exception" not in (interp[0], cpp[0]), (interp, cpp)
+    if interp[0] == cpp[0] == "error":
+        # one door (codegen/inputs.py) reads both backends' inputs: the same message
+        assert cpp == interp, (interp, cpp)
+        assert f"input {case.broken}" in cpp[2], cpp
+    elif interp[0] == cpp[0] == "value":
+        assert _agree(interp[1], cpp[1]), (interp, cpp)
+    else:
+        # the one difference allowed: the interpreter lays nothing out
+        assert interp[0] == "value" and cpp[1] == "DataError", (interp, cpp)
+        assert case.storage in POSITIONAL and LAYOUT.search(cpp[2]), (interp, cpp)
+
+
+def _agree(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return values_equal(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+# -- the worker: builds each case's inputs (a damaged matrix may crash what reads it) and
+# -- calls both backends on them
+
+
+def serve() -> None:
+    """The worker's loop: a case's fields in (pickled, length first), both backends'
+    outcomes out; stdout carries nothing else."""
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr
+    compiled: dict[str | None, Any] = {}
+    while len(head := inp.read(8)) == 8:
+        case = Case(*pickle.loads(inp.read(int.from_bytes(head, "little"))))
+        if case.storage not in compiled:
+            compiled[case.storage] = sdqlite.compile(
+                SMVM, formats=None if case.storage is None else {"A": case.storage},
+                output="value")
+        interp = functools.partial(sdqlite.evaluate, SMVM, backend="interp")
+        answer = pickle.dumps((_outcome(interp, case), _outcome(compiled[case.storage], case)))
+        out.write(len(answer).to_bytes(8, "little") + answer)
+        out.flush()
+
+
+def _outcome(f: Callable[..., Any], case: Case) -> Outcome:
+    """``f`` called on the case's inputs (each call builds its own: a backend may not
+    change what the other reads)."""
+    try:
+        return ("value", f(**_inputs(case)))
+    except SDQLiteError as err:
+        return ("error", type(err).__name__, err.message)
+    except Exception:  # not a clean error: the property fails on it
+        return ("exception", traceback.format_exc()[-3000:])
+
+
+class Worker:
+    """A Python process calling both backends on the cases it is sent (started again
+    after it dies)."""
+
+    TIMEOUT = 300  # seconds: a call may build a kernel
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log: Any = None
+
+    def ask(self, case: Case) -> tuple[Outcome, Outcome]:
+        if self.proc is None:
+            self.log = tempfile.TemporaryFile()  # noqa: SIM115 (kept while the worker runs)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "from properties.test_front_door import serve; serve()"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                cwd=Path(__file__).resolve().parents[1],
+                env={"SDQLITE_CXXFLAGS": "-O0", **os.environ})  # (quick builds, unless set)
+        proc = self.proc
+        assert proc.stdin is not None and proc.stdout is not None
+        sent = pickle.dumps([getattr(case, f.name) for f in fields(case)])
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(len(sent).to_bytes(8, "little") + sent)
+            proc.stdin.flush()
+        ready = select.select([proc.stdout], [], [], self.TIMEOUT)[0]
+        head = proc.stdout.read(8) if ready else b""
+        if len(head) == 8:
+            answer: tuple[Outcome, Outcome] = pickle.loads(
+                proc.stdout.read(int.from_bytes(head, "little")))
+            return answer
+        said = self.stop()
+        code = proc.returncode
+        how = (f"was killed by {signal.Signals(-code).name}" if code < 0 else
+               f"exited with {code}") if ready else f"hung for {self.TIMEOUT} s"
+        raise AssertionError(f"the process calling both backends {how}:\n{said}")
+
+    def stop(self) -> str:
+        """Stop the process; the end of what it wrote on stderr."""
+        if self.proc is None:
+            return ""
+        proc, self.proc = self.proc, None
+        proc.kill()
+        with proc:  # its pipes closed, waited for
+            pass
+        self.log.seek(0)
+        said: str = self.log.read().decode(errors="replace")[-3000:]
+        self.log.close()
+        return said
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[Worker]:
+    w = Worker()
+    yield w
+    w.stop()
+
+
+def _inputs(case: Case) -> dict[str, Any]:
+    return {"A": _matrix(case), "X": _vector(case)}
+
+
+def _cast(a: Any, dtype: str) -> Any:
+    """An array in ``dtype`` (to an integer kind through int64: a negative one wraps)."""
+    d = np.dtype(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return a.astype(np.int64).astype(d) if d.kind in "iubM" else a.astype(d)
+
+
+def _matrix(case: Case) -> Any:
+    (gr, gc), (rows, cols) = case.grid, case.shape
+    dense = np.array(case.pattern).reshape(gr, gc)
+    dtype = case.dtype if case.broken == "A" else "float64"
+    if case.a == "numpy":
+        arr = _cast(dense, dtype)
+        return _broken_numpy(arr, case) if case.broken == "A" else arr
+    i, j = np.nonzero(dense)
+    keys = (np.where((i < gr - 1) | (rows == gr), i, rows - 1),
+            np.where((j < gc - 1) | (cols == gc), j, cols - 1))
+    vals = _cast(dense[i, j], dtype)
+    if case.a == "dict":
+        d: dict[Any, Any] = {}
+        for r, c, v in zip(keys[0].tolist(), keys[1].tolist(), vals, strict=True):
+            d.setdefault(r, {})[c] = v
+        return _broken_dict(d, case) if case.broken == "A" else d
+    m: Any = (sp.coo_matrix if case.spmatrix else sp.coo_array)((vals, keys), shape=case.shape)
+    m = m.asformat(case.a)
+    return _broken_scipy(m, case) if case.broken == "A" else m
+
+
+def _vector(case: Case) -> Any:
+    x = np.linspace(1.0, 2.0, case.grid[1])
+    if case.broken != "X":
+        return x if case.x == "numpy" else DenseArray(tuple(x.tolist()), 0)
+    x = _cast(x, case.dtype)
+    return _broken_numpy(x, case) if case.x == "numpy" else _broken_value(x, case)
+
+
+def _put(a: Any, at: int, value: Any) -> Any:
+    """A copy of ``a`` with ``value`` at flat position ``at`` (modulo its size), of the
+    first dtype that holds it as it is: ``a``'s, int64, uint64, float64 or object."""
+    if not a.size:
+        return a
+    for dtype in (a.dtype, np.int64, np.uint64, np.float64, object):
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            try:
+                b = a.astype(dtype)
+                b.flat[at % a.size] = value
+                held = b.flat[at % a.size]
+                if held == value or (value != value and held != held):  # (NaN)
+                    return b
+            except (OverflowError, ValueError, TypeError):
+                pass
+    raise AssertionError(f"no dtype holds {value!r}")
+
+
+def _broken_scipy(m: Any, case: Case) -> Any:
+    """``m`` damaged as a user's code could: its arrays and lists are plain attributes
+    (a dok keeps its entries in ``_dict``, every format its shape in ``_shape``)."""
+    how, at, value = case.damage, case.at, case.value
+    index = {"csr": "indices", "csc": "indices", "bsr": "indices", "coo": "row", "dia": "offsets"}
+    match how:
+        case "indptr" | "indices" | "offset":
+            name: str = "offsets" if how == "offset" else how
+            setattr(m, name, _put(getattr(m, name), at, value))
+        case "row" | "col":
+            d = 0 if how == "row" else 1
+            m.coords = tuple(_put(c, at, value) if k == d else c for k, c in enumerate(m.coords))
+        case "indices truncated" | "indptr truncated" | "data truncated":
+            name = how.split()[0]
+            setattr(m, name, getattr(m, name)[:-1])
+        case "coords truncated":
+            m.coords = (m.coords[0][:-1], m.coords[1])
+        case "index dtype":
+            if m.format == "coo":
+                m.coords = (_cast(m.coords[0], value), m.coords[1])
+            else:
+                name = index[m.format] if at % 2 or m.format == "dia" else "indptr"
+                setattr(m, name, _cast(getattr(m, name), value))
+        case "strided":  # the same numbers, every other element of a longer array
+            if m.format == "coo":
+                m.coords = tuple(np.repeat(c, 2)[::2] for c in m.coords)
+            else:
+                m.indices = np.repeat(m.indices, 2)[::2]
+            m.data = np.repeat(m.data, 2)[::2]
+        case "read-only":
+            for a in [*getattr(m, "coords", ()), *(getattr(m, n) for n in ("indptr", "indices")
+                                                    if hasattr(m, n)), m.data]:
+                a.setflags(write=False)
+        case "unsorted" | "duplicate":
+            _unsorted(m, how == "duplicate", lie=bool(value))
+        case "blocks":
+            m.data = m.data[:, :1] if at % 2 or not m.data.size else \
+                m.data.reshape(len(m.data), -1)
+        case "rows":
+            m.rows[at % m.shape[0]] = [value]
+        case "rows truncated":
+            m.rows = m.rows[:-1]
+        case "row longer":
+            m.rows[at % m.shape[0]] = [*m.rows[at % m.shape[0]], value]
+        case "item" if m.format == "lil":
+            m.data[at % m.shape[0]] = [value] * len(m.data[at % m.shape[0]])
+        case "item" | "key" | "key arity":
+            key = {"item": next(iter(m._dict), (0, 0)), "key arity": (1,) if at % 2 else (1, 2, 3),
+                   "key": (value, 0) if at % 2 else (0, value)}[how]
+            m._dict[key] = value if how == "item" else 1.0
+        case "diagonals":
+            m.data = np.ones((max(len(m.data) + (1 if at % 2 else -1), 0), m.shape[1]))
+        case "data 1-d":
+            m.data = m.data.ravel()
+        case "offset repeat":
+            m.offsets = np.zeros_like(m.offsets)
+        case "data nan" | "data inf" | "data number":
+            number = {"data nan": np.nan, "data inf": -np.inf}.get(how, value)
+            if m.format == "dok":
+                m._dict[next(iter(m._dict), (0, 0))] = number
+            elif m.format == "lil":
+                m.data[at % m.shape[0]] = [number] * len(m.data[at % m.shape[0]])
+            else:
+                m.data = _put(m.data, at, number)
+        case "data dtype":
+            if m.format in ("lil", "dok"):
+                m.dtype = np.dtype(value)
+            else:
+                m.data = _cast(m.data, value)
+        case "shape":
+            m._shape = (max(m.shape[0] + value, 0), m.shape[1])
+    return m
+
+
+def _unsorted(m: Any, duplicate: bool, lie: bool) -> None:
+    """The keys of the first row (or column) holding two out of order, or the first key
+    repeated; scipy's flag saying otherwise when ``lie``."""
+    if m.format == "lil":  # (1-d object arrays of lists: the None keeps them 1-d)
+        m.rows = np.array([list(reversed(r)) for r in m.rows] + [None], dtype=object)[:-1]
+        m.data = np.array([list(reversed(d)) for d in m.data] + [None], dtype=object)[:-1]
+        return
+    if m.format == "coo":
+        keys = [c.copy() for c in m.coords]
+        if len(m.data) > 1:
+            for k in keys:
+                k[:2] = k[0] if duplicate else k[1::-1]
+        m.coords = tuple(keys)
+    elif m.format in ("csr", "csc"):
+        indices, starts = m.indices.copy(), m.indptr[:-1]
+        two = np.flatnonzero(np.diff(m.indptr) > 1)
+        if len(two):
+            p = starts[two[0]]
+            indices[p:p + 2] = indices[p] if duplicate else indices[p + 1::-1][:2]
+        m.indices = indices
+        m.has_sorted_indices = lie
+    if lie:
+        m.has_canonical_format = True
+
+
+def _broken_numpy(a: Any, case: Case) -> Any:
+    how, at, value = case.damage, case.at, case.value
+    match how:
+        case "nan" | "inf":
+            return _put(a.astype(np.float64) if a.dtype.kind not in "fc" else a, at,
+                        np.nan if how == "nan" else -np.inf)
+        case "number":
+            return _put(a, at, value)
+        case "ndim":
+            return np.array(a.flat[0] if a.size else 0.0) if value == 0 else \
+                a.reshape((1,) * (value - 1) + (-1,))
+        case "length":
+            return np.resize(a, value if a.ndim == 1 else (len(a), value))
+        case "strided":
+            return np.repeat(a, 2, axis=-1)[..., ::2]
+        case "read-only":
+            a = a.copy()
+            a.setflags(write=False)
+            return a
+        case "byteswap":
+            return a.astype(a.dtype.newbyteorder())
+        case "masked":
+            return np.ma.masked_array(a, mask=np.arange(a.size).reshape(a.shape) == at % 3)
+        case "fortran":
+            return np.asfortranarray(a)
+    return a
+
+
+def _broken_dict(d: dict[Any, Any], case: Case) -> Any:
+    how, at, value = case.damage, case.at, case.value
+    entries = [(r, c) for r, row in d.items() for c in row]
+    r, c = entries[at % len(entries)] if entries else (0, 0)
+    match how:
+        case "item":
+            d.setdefault(r, {})[c] = value
+        case "row key":
+            d[value] = d.pop(r, {c: 1.0})
+        case "column key":
+            row = d.setdefault(r, {})
+            row[value] = row.pop(c, 1.0)
+        case "row replaced":
+            d[r] = value
+        case "whole":
+            return value
+    return d
+
+
+def _broken_value(x: Any, case: Case) -> Any:
+    how, at, value = case.damage, case.at, case.value
+    items = list(x)
+    match how:
+        case "item":
+            items[at % len(items)] = value
+        case "start":
+            return DenseArray(tuple(items), value)
+        case "whole":
+            return value
+    return DenseArray(tuple(items), 0)
 
 
 @given(st.sampled_from([(2**40,), (2**62,)]), st.integers(0, 3), st.sampled_from(["coo", "csr"]))
