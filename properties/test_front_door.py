@@ -17,9 +17,9 @@ worker never sees them.)
 value against another reading of the same arrays — ``semantics.convert.from_scipy``, the
 command line's own checks — for csr, csc and coo matrices whose ``indptr``, ``indices``,
 ``row`` or ``col`` were corrupted; it runs in the pytest process, which the door's checks
-(before scipy reads any array) keep alive.  Index arrays of any integer dtype (narrower, unsigned,
-big-endian) are read as their values, and an index is named as it is: one beyond int64
-does not fit, not wrapped to a negative key.
+(before scipy reads any array) keep alive.  Index arrays of any integer dtype
+(narrower, unsigned, big-endian) are read as their values, and an index is named as it
+is: one beyond int64 does not fit, not wrapped to a negative key.
 
 The crash reproducers of the issue (a corrupted ``indptr`` that crashed inside scipy's
 ``sort_indices``, a row index beyond the shape that wrote out of bounds in the conversion
