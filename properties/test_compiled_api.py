@@ -212,8 +212,13 @@ def kernel_data(draw: Draw) -> tuple[str, dict[str, Any], dict[str, Input], bool
             data = {"A": sparse(dense_matrix(m, n)), "X": dense_vector(n)}
         case "VVA" | "VVD":
             data = {"V1": dense_vector(n), "V2": sparse(dense_matrix(1, n).reshape(n))}
-        case _:
+        case "LSQ" | "LOGREG":
+            data = {"A": sparse(dense_matrix(m, n)), "b": sparse(dense_matrix(1, m).reshape(m)),
+                    "x": dense_vector(n)}
+        case "VSM":
             data = {"s": scalar(), "V": sparse(dense_matrix(1, n).reshape(n))}
+        case _:
+            raise AssertionError(f"no data drawn for the kernel {kernel}: add its inputs here")
     return kernel, {x: d for x, (d, *_) in data.items()}, {
         x: v if declared else w for x, (_, v, w) in data.items()}, declared
 
