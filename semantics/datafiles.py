@@ -325,6 +325,9 @@ def write_data(path: str | Path, result: Any) -> str:
                                               else scipy.sparse.csr_array(arr))
                     case _:
                         scipy.io.mmwrite(f, arr.reshape(-1, 1) if ndim == 1 else arr)
+            mask = os.umask(0)  # (read back at once: mkstemp's file is private, 0600)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
             os.replace(tmp, p)
         except BaseException:
             os.unlink(tmp)

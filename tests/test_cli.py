@@ -262,3 +262,16 @@ def test_an_input_given_twice_is_an_error_not_the_last_kept(
     assert main([command[0], f, *command[1:], "-i", f"X={b}"]) == 0
     assert capsys.readouterr().out == (f"{f}: real\n" if command[0] == "check" else
                                        f"{5.0 + 7.0}\n")
+
+
+def test_output_is_written_with_the_usual_permissions(tmp_path: Path) -> None:
+    """Written through a private temporary file, the result still gets 0666 less the
+    umask, as a file the shell makes (not mkstemp's 0600)."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        assert main(["eval", _file(tmp_path, "2.0\n"), "-o", str(tmp_path / "r.npy")]) == 0
+    finally:
+        os.umask(old)
+    assert (tmp_path / "r.npy").stat().st_mode & 0o777 == 0o644
