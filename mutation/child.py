@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from mutation.runner import PYTEST_ARGS, Module, install, run_items
+from mutation.runner import PYTEST_ARGS, Module, fresh_plans, install, run_items
 
 
 class _Plugin:
@@ -27,6 +27,7 @@ def main() -> int:
 
     module, number = os.environ["SDQLITE_MUTANT"].split(":")
     install([Module.load(module)], {module: int(number)})
+    fresh_plans()
     plugin = _Plugin(int(os.environ["SDQLITE_MUTANT_PIPE"]))
     code = pytest.main([*PYTEST_ARGS, *sys.argv[1:]], plugins=[plugin])
     return plugin.code or (2 if code not in (0, 5) else 0)
