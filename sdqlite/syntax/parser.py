@@ -81,6 +81,7 @@ def _lark() -> lark.Lark:
     )
 
 
+@cache
 def keywords() -> frozenset[str]:
     """The words of the grammar (``sum``, ``let``, ``gradient``, ``real``, …), for
     completion: its keyword terminals, the index kinds and the unary operations."""

@@ -91,7 +91,7 @@ empty line ends it (if it is still incomplete, the error says what is missing).
 A command (:...) is one line."""
 
 
-COMMANDS = tuple(sorted({m for m in re.findall(r"^  (:\w+)", HELP, re.MULTILINE)} | {":all"}))
+COMMANDS = tuple(sorted(set(re.findall(r"^  (:\w+)", HELP, re.MULTILINE))))
 
 
 def _paths(word: str) -> list[str]:
@@ -228,19 +228,18 @@ class Session:
         elif head.startswith((":load", ":l ")) or (head.startswith(":i") and "=" in head):
             return _paths(word)
         elif head.rstrip().endswith("@"):  # the formats for the declared type, if it parses
-            _, _, t = head.rstrip()[:-1].partition(":")
-            choices = tuple(formats_for(parse_type(t)) if self._parses_type(t) else format_names())
+            declared = self._type_or_none(head.rstrip()[:-1].partition(":")[2])
+            choices = tuple(format_names() if declared is None else formats_for(declared))
         else:
             choices = (*self.types, *keywords())
         return sorted(c for c in set(choices) if c.startswith(word))
 
     @staticmethod
-    def _parses_type(text: str) -> bool:
+    def _type_or_none(text: str) -> Type | None:
         try:
-            parse_type(text)
-            return True
+            return parse_type(text)
         except ParseError:
-            return False
+            return None
 
     @staticmethod
     def _parses(text: str) -> bool:
