@@ -141,8 +141,7 @@ class EGraph(Generic[D]):
         a, b = self.find(a), self.find(b)
         if a == b:
             return a
-        self._members.clear()
-        self._by_op.clear()
+        self._forget_members()
         if len(self.classes[a].parents) < len(self.classes[b].parents):
             a, b = b, a  # keep the class with more parents as the root
         self.parent[b] = a
@@ -165,8 +164,7 @@ class EGraph(Generic[D]):
         if not (self.pending or self.analysis_pending):
             return
         self.generation += 1
-        self._members.clear()
-        self._by_op.clear()
+        self._forget_members()
         while self.pending or self.analysis_pending:
             todo = {self.find(c) for c in self.pending}
             self.pending.clear()
@@ -235,6 +233,11 @@ class EGraph(Generic[D]):
                     out.append(n)
         self._members[root] = out
         return out
+
+    def _forget_members(self) -> None:
+        """The classes changed (a union, a rebuild): the kept members are stale."""
+        self._members.clear()
+        self._by_op.clear()
 
     def members_with(self, cid: ClassId, op: Hashable) -> list[ENode]:
         """The members of a class whose operator is ``op`` (where a pattern node can match)."""
