@@ -287,7 +287,8 @@ def _storel_cost(e: Expr, ctx: Ctx) -> float:
     ``shared/research/storel-rules.md``: constant 1, variable 5, lookup 20, let 10,
     singleton 50, unique 0, other nodes 1 + children; a sum cost(R) + c·(1 + cost(body)),
     c = 200 over a dense array or range, 1000 over a dictionary (and ours: 1 over a
-    singleton, one entry at most); a product with a dictionary side 1000 + children."""
+    dictionary of one entry at most by its syntax, ``_one``); a product with a dictionary
+    side 1000 + children."""
     def go(x: Expr, scope: Ctx = ctx) -> float:
         return _storel_cost(x, scope)
 
@@ -302,7 +303,7 @@ def _storel_cost(e: Expr, ctx: Ctx) -> float:
         case Sum(k, v, dom, body):
             t = synth(ctx, dom)[1]
             assert isinstance(t, DictT)
-            loops = 1 if isinstance(dom, Single) else 200 if t.dense else 1000
+            loops = 1 if _one(dom) else 200 if t.dense else 1000
             return go(dom) + loops * (1 + go(body, {**ctx, k: INT, v: t.val}))
         case Let(x, rhs, body):
             return 10 + go(rhs) + go(body, {**ctx, x: synth(ctx, rhs)[1]})
@@ -316,6 +317,19 @@ def _storel_cost(e: Expr, ctx: Ctx) -> float:
                 synth(ctx, b)[1], DictT):
             return 1000 + kids(e)
     return 1 + kids(e)
+
+
+def _one(e: Expr) -> bool:
+    """A dictionary of one entry at most by its syntax: a singleton or an empty one; a
+    let whose body is one; a sum of ones over one (one entry at most, added once)."""
+    match e:
+        case Single() | Empty():
+            return True
+        case Let(_, _, body):
+            return _one(body)
+        case Sum(_, _, dom, body):
+            return _one(dom) and _one(body)
+    return False
 
 
 @given(rewrite_sites())
@@ -478,6 +492,28 @@ def test_saturation_and_extraction_are_sound(site: Site, data: st.DataObject) ->
     assert_same_meaning(site, result.program, data)
 
 
+def _site(ctx: dict[str, Type], text: str) -> Site:
+    elab, t = typecheck(parse_expr(text), ctx)
+    return Generated(ctx, parse_expr(text), t), elab
+
+
+@given(rewrite_sites())
+@settings(max_examples=10)  # test_saturation_and_extraction_are_sound checks it too
+@example(_site({"x": REAL},  # a loop over a sum that equals a singleton: one entry
+               "let V1 = sum(<_, _> in {0 -> x}) {0 -> x} in sum(<k1, v2> in V1) v2"))
+@example(_site({"x": tensor(2)},  # a singleton whose class holds a product with it
+               "sum(<_, _> in 1.5 * {0 -> 1.5}) 1.5"))
+@example(_site({"x": tensor(1)},  # without the ∞ of cost_model, the product is taken
+               "if false then if false then sum(<_, _> in 1.5 * {0 -> x}) 1.5"))
+def test_extraction_reports_the_cost_of_the_program_it_returns(site: Site) -> None:
+    """The cost saturation reports is the table's cost of the program it returns: a
+    loop it counts once is over a term of one entry at most by its syntax."""
+    g, elab = site
+    result = optimize(elab, g.ctx, **LIMITS)  # type: ignore[arg-type]
+    assert (result.cost_before, result.cost_after) == (
+        _storel_cost(elab, g.ctx), _storel_cost(result.program, g.ctx))
+
+
 def _bound_names(e: Expr) -> set[str]:
     return {n for t in subterms(e) if isinstance(t, Sum | Let)
             for n in ((t.key, t.val) if isinstance(t, Sum) else (t.name,))}
@@ -596,8 +632,10 @@ def test_every_class_keeps_its_scope(site: Site) -> None:
     analysis = SDQLiteAnalysis()
     for cid in g.class_ids():
         assert g.data(cid).type is not None, g.data(cid)
-        for node in g.nodes(cid):  # its scope, and its type: no union merged two types
-            assert analysis.make(g, node) == g.data(cid), (node, g.data(cid))
+        data, made = g.data(cid), [analysis.make(g, node) for node in g.nodes(cid)]
+        for node, info in zip(g.nodes(cid), made, strict=True):  # its scope, and its
+            assert (info.type, info.free) == (data.type, data.free), (node, data)  # type
+        assert data.one == any(info.one for info in made)  # a term of one entry at most
     assert not g.data(root).free
 
 

@@ -31,11 +31,16 @@ Free = frozenset[tuple[int, Type]]
 
 @dataclass(frozen=True)
 class Info:
-    """What the analysis knows of a class: its type (None while unknown), and its free de
-    Bruijn indices with their types — the scope every context of the class provides."""
+    """What the analysis knows of a class: its type (None while unknown), its free de
+    Bruijn indices with their types — the scope every context of the class provides —
+    and whether a term of it is syntactically a dictionary of one entry at most (a
+    singleton or an empty one; a let whose body is one; a sum of ones over one): the
+    cost model counts a loop over such a class once, and extraction takes such a term
+    from it (``sdqlite.opt.cost``), so the loop it counts once is one in the program."""
 
     type: Type | None
     free: Free
+    one: bool = False
 
     @property
     def loose(self) -> frozenset[int]:
@@ -72,21 +77,22 @@ class SDQLiteAnalysis:
                 case "bool":
                     return Info(BOOL, frozenset())
                 case "zero":
-                    return Info(op[1], frozenset())
+                    return Info(op[1], frozenset(), True)
                 case "unop":
                     return Info(REAL, free)
                 case "array":
                     return Info(DictT(op[1], dense=True), free)
                 case "keep":
-                    return Info(kids[0].type, op[1])
+                    return Info(kids[0].type, op[1], kids[0].one)
         t = [k.type for k in kids]
         match op:
             case "sum":
-                return Info(t[1], kids[0].free | _binder_shift(kids[1].free, 2))
+                return Info(t[1], kids[0].free | _binder_shift(kids[1].free, 2),
+                            kids[0].one and kids[1].one)
             case "let":
-                return Info(t[1], kids[0].free | _binder_shift(kids[1].free, 1))
+                return Info(t[1], kids[0].free | _binder_shift(kids[1].free, 1), kids[1].one)
             case "single":
-                return Info(None if t[1] is None else DictT(t[1]), free)
+                return Info(None if t[1] is None else DictT(t[1]), free, True)
             case "lookup":
                 return Info(t[0].val if isinstance(t[0], DictT) else None, free)
             case "if":
@@ -106,7 +112,7 @@ class SDQLiteAnalysis:
 
     def merge(self, a: Info, b: Info) -> Info:
         # classes are only merged with the same free indices (see ``scoped``)
-        return Info(a.type or b.type, a.free | b.free)
+        return Info(a.type or b.type, a.free | b.free, a.one or b.one)
 
 
 # ---- scoping: a class's free indices are fixed ------------------------------------------------

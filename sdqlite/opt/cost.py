@@ -1,14 +1,16 @@
 """STOREL's cost model (``../shared/research/storel-rules.md``): what extraction minimises.
 
 A loop costs its body times a factor, higher over a dictionary than over a dense array
-(and 1 over a singleton, which has one entry at most: not in STOREL's table, which has
-no rule that makes one);
+(and 1 over a dictionary of one entry at most by its syntax: a singleton or an empty
+one, or a let or a sum made of them, ``Info.one``; not in STOREL's table, which has no
+rule that makes one);
 an outer product (a product with a dictionary factor) is expensive; a lookup, a let and
 a singleton cost a constant.  The figures are STOREL's.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from sdqlite.opt.analysis import Info
@@ -21,9 +23,18 @@ DENSE_LOOP, DICT_LOOP, OUTER_PRODUCT, SINGLE_LOOP = 200, 1000, 1000, 1
 def cost_model(g: EGraph[Info]) -> Callable[[ENode, list[float]], float]:
     """constant 1, variable 5, lookup 20, let 10, singleton 50, unique 0, others 1 + kids;
     sum: cost(R) + c·(1 + cost(body)), c = 200 over a dense array, 1000 over a dictionary,
-    1 over a singleton;
+    1 over a class with a term of one entry at most (``Info.one``), which is then what
+    the class is extracted as (its other terms cost ∞);
     a product with a dictionary factor (an outer product) 1000 + kids."""
+    def one(node: ENode) -> bool:  # Info.one of the node alone
+        kids = [g.data(c).one for c in node.children]
+        op = node.op[0] if isinstance(node.op, tuple) else node.op
+        return op in ("single", "zero") or (op in ("keep", "let") and kids[-1]) or \
+            (op == "sum" and all(kids))
+
     def cost(node: ENode, kids: list[float]) -> float:
+        if not one(node) and (cid := g.lookup(node)) is not None and g.data(cid).one:
+            return math.inf  # a class of one entry at most is extracted as such
         op = node.op
         if isinstance(op, tuple):
             if op[0] in ("bvar", "var"):
@@ -38,7 +49,7 @@ def cost_model(g: EGraph[Info]) -> Callable[[ENode, list[float]], float]:
                 dom = node.children[0]
                 dom_t = g.data(dom).type
                 c = DENSE_LOOP if isinstance(dom_t, DictT) and dom_t.dense else DICT_LOOP
-                if any(n.op == "single" for n in g.members(dom)):
+                if g.data(dom).one:
                     c = SINGLE_LOOP
                 return kids[0] + c * (1 + kids[1])
             case "lookup":
