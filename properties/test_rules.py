@@ -64,7 +64,7 @@ from sdqlite.syntax.ast import (
 from sdqlite.syntax.names import NameSupply, names_in
 from sdqlite.syntax.parser import parse_expr
 from sdqlite.syntax.printer import show
-from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, is_discrete
+from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, is_discrete, tensor
 from semantics.display import read_value
 from semantics.interp import evaluate
 from semantics.values import FRACTION, is_zero, values_equal
@@ -292,6 +292,8 @@ def _shadowing_sums(pk2: str, pv2: str, k2: str, v2: str
     lambda lang: programs(lang=lang)))
 @example(SHADOWING_LETS, Generated({}, Let("x", RealConst(1.5), Not(
     Let("t1'", RealConst(1.5), BoolConst(False)))), BOOL))
+@example((Generated({"x": REAL}, Empty(tensor(2)), tensor(2)), Empty(tensor(2)), {}),
+         Generated({"x": REAL}, Empty(tensor(1)), tensor(1)))  # zero[T]: T is its syntax
 @example(*_shadowing_sums("pk", "pw", "k", "w"))  # the key binder named twice
 @example(*_shadowing_sums("pj", "pv", "j", "v"))  # the value binder named twice
 @example(WILDCARDS, Generated({"x": REAL}, Sum("_", "v1'", Single(IntConst(0), RealConst(1.5)),

@@ -147,6 +147,8 @@ def _match(p: Expr, e: Expr, metavars: set[str], exprs: dict[str, Expr],
     if type(p) is not type(e):
         return False
     match p, e:
+        case Empty(pt), Empty(t) if pt is not None and pt != t:  # zero[T]: T is syntax
+            return False
         case Sum(pk, pv, pd, pb), Sum(k, v, d, b):
             if (pk == "_" != k) or (pv == "_" != v):  # ``_`` binds nothing: it matches ``_``
                 return False
