@@ -236,7 +236,11 @@ def _destination(t: Type, dest: Destination) -> tuple[str, str]:
             return cpp_type(t), f"{cpp_type(t)} result{{}};"
         case "vec":
             assert isinstance(t, DictT) and not t.dense, "a dictionary result"
-            vec = f"sdql::vec<{cpp_type(t.val)}>"
+            below = t.val  # a row of scalars: sdql::row, sorted when it is handed back
+            if isinstance(below, DictT) and not below.dense and below.val in (REAL, INT):
+                vec = f"sdql::vec<sdql::row<{cpp_type(below.val)}>>"
+            else:
+                vec = f"sdql::vec<{cpp_type(below)}>"
             return vec, f"{vec} result{{lens[next]}};"
         case "dense":
             depth = len(_layers(t))

@@ -176,11 +176,11 @@ def convert(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
                     out = np.zeros(dims[0])
                     out[keys[0]] = vals
                     return out
-                if whole:  # rows 0 .. n-1 in order: the buffers are CSR's arrays
+                if whole and not layers[1].dense:  # rows 0 .. n-1 in order, each sorted
+                    # (sdql::row): CSR's arrays
                     m = scipy.sparse.csr_array((bufs[-1], bufs[3], bufs[2]),
                                                shape=(dims[0], dims[1]))
-                    m.has_sorted_indices = False  # hash order within a row
-                    m.sort_indices()
+                    m.has_sorted_indices = True
                     return m
                 return scipy.sparse.csr_array((vals, (keys[0], keys[1])),
                                               shape=(dims[0], dims[1]))

@@ -124,6 +124,35 @@ template <class V> struct vec {
   }
 };
 
+// A sparse layer of scalars under a destination's array layer (a matrix result's row):
+// a short vector of its entries, found by a scan, while there are at most SCAN of them,
+// then a hash map; sorted by key when pruned, so that a CSR result comes back with sorted
+// column indices.  A row of one entry costs one small allocation, not a hash table.  As
+// in a dict, a reference to an entry lasts until the next insertion.
+template <class V> struct row {
+  static constexpr std::size_t SCAN = 16;
+  std::vector<std::pair<i64, V>> entries;  // all of them while many is empty
+  dict<V> many;
+
+  V& operator[](i64 k) {
+    if (!many.empty()) return many[k];
+    for (auto& e : entries)
+      if (e.first == k) return e.second;
+    if (entries.size() < SCAN) return entries.emplace_back(k, V{}).second;
+    for (const auto& e : entries) many.emplace(e.first, e.second);
+    entries = {};
+    return many[k];
+  }
+
+  template <class F> void each(F&& f) const {
+    for (const auto& e : entries) f(e.first, e.second);
+    for (const auto& [k, v] : many) f(k, v);
+  }
+
+  bool empty() const { return entries.empty() && many.empty(); }
+  i64 size() const { return i64(entries.size() + many.size()); }
+};
+
 // L destination layers of known sizes over reals, written into the caller's zeroed memory
 // (row major, shape[0] x ... x shape[L-1]): a[k] is the sub-array of the first layer's
 // key k, and at the last layer the real itself.  Keys are checked as vec's are.
@@ -179,6 +208,11 @@ template <class V> bool is_zero(const arr<V>& a) {
     if (!is_zero(a.p[i])) return false;
   return true;
 }
+template <class V> bool is_zero(const row<V>& r) {
+  bool zero = true;
+  r.each([&](i64, const V& v) { zero = zero && is_zero(v); });
+  return zero;
+}
 
 // Drop the entries that became zero, innermost first.  Only dictionary layers written in
 // place (dest[k] += ...) can hold them: arrays are always added to canonically.
@@ -193,9 +227,25 @@ template <class T> void prune(T& x) {
 
 template <int L> void prune(const dense_ref<L>&) {}  // it stores reals at every position
 
+template <class V> void prune(row<V>& r) {  // and sorted by key, as encode wants it
+  auto& e = r.entries;
+  if (!r.many.empty()) {
+    e.reserve(r.many.size());
+    for (const auto& [k, v] : r.many) e.emplace_back(k, v);
+    r.many = {};
+  }
+  e.erase(std::remove_if(e.begin(), e.end(), [](const auto& x) { return is_zero(x.second); }),
+          e.end());
+  std::sort(e.begin(), e.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
 template <class V> void prune(vec<V>& x) {  // a dense destination keeps its positions
   if constexpr (is_dict<V>::value)
     for (auto& v : x.items) prune(v);
+}
+
+template <class V> void prune(vec<row<V>>& x) {
+  for (auto& r : x.items) prune(r);
 }
 
 // ---- construction and lookup -------------------------------------------------------------
@@ -288,6 +338,14 @@ template <class V> void add_into(arr<V>& a, const arr<V>& b) {
 }
 
 template <class V> void add_into(vec<V>& a, const dict<V>& b) {
+  for (const auto& [k, v] : b) add_into(a[k], v);
+}
+
+template <class V> void add_into(row<V>& a, const dict<V>& b) {  // zeros stay until prune()
+  for (const auto& [k, v] : b) add_into(a[k], v);
+}
+
+template <class V> void add_into(vec<row<V>>& a, const dict<dict<V>>& b) {
   for (const auto& [k, v] : b) add_into(a[k], v);
 }
 
@@ -395,11 +453,13 @@ template <class T> struct depth : std::integral_constant<int, 0> {};
 template <class V> struct depth<dict<V>> : std::integral_constant<int, 1 + depth<V>::value> {};
 template <class V> struct depth<arr<V>> : std::integral_constant<int, 1 + depth<V>::value> {};
 template <class V> struct depth<vec<V>> : std::integral_constant<int, 1 + depth<V>::value> {};
+template <class V> struct depth<row<V>> : std::integral_constant<int, 1 + depth<V>::value> {};
 
 template <class T> struct leaf { using type = T; };
 template <class V> struct leaf<dict<V>> : leaf<V> {};
 template <class V> struct leaf<arr<V>> : leaf<V> {};
 template <class V> struct leaf<vec<V>> : leaf<V> {};
+template <class V> struct leaf<row<V>> : leaf<V> {};
 
 template <class T> T decode_at(const layer* L, const void* vals, i64 inst) {
   if constexpr (is_scalar_v<T>) {
@@ -481,6 +541,20 @@ template <class V> void encode_at(const vec<V>& x, output& o, int level) {  // a
   for (const auto& v : x.items) encode_at(v, o, level + 1);
 }
 
+template <class V> void encode_at(const row<V>& x, output& o, int level) {  // keys sorted
+  const auto by_key = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (!x.many.empty() || !std::is_sorted(x.entries.begin(), x.entries.end(), by_key)) {
+    row<V> sorted = x;  // (prune() sorts)
+    prune(sorted);
+    return encode_at(sorted, o, level);
+  }
+  auto& P = o.index[std::size_t(2 * level)];
+  auto& K = o.index[std::size_t(2 * level + 1)];
+  for (const auto& e : x.entries) K.push_back(e.first);
+  P.push_back(i64(K.size()));
+  for (const auto& e : x.entries) encode_at(e.second, o, level + 1);
+}
+
 template <class T> void encode_at(const T& x, output& o, int level) {
   if constexpr (std::is_same_v<T, double>) {
     o.reals.push_back(x);
@@ -510,6 +584,9 @@ template <class T> void count_at(const T& x, i64* n) {
   } else if constexpr (is_arr<T>::value) {
     n[0] += x.n;
     for (i64 i = 0; i < x.n; i++) count_at(x.p[i], n + 1);
+  } else if constexpr (std::is_same_v<T, row<typename leaf<T>::type>>) {
+    n[0] += x.size();
+    n[1] += x.size();
   } else {  // vec
     n[0] += i64(x.items.size());
     for (const auto& v : x.items) count_at(v, n + 1);

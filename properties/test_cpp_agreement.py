@@ -21,7 +21,8 @@ its type admits (``sdqlite.storage.formats``: dict, dense, COO, CSR, CSC, column
 4. and, for those programs, read back as ``sdqlite.compile``'s default output reads it
    (a numpy array where every layer is dense and rectangular from 0, a numpy vector or
    scipy CSR matrix of reals where the sizes are known and hold every key, else the
-   value), it holds the entries of ⟦e⟧(ρ);
+   value), it holds the entries of ⟦e⟧(ρ); a CSR matrix that says its column indices
+   are sorted has them sorted, as scipy's own routines assume;
 5. the lowering's own shapes (singletons entered by reference, conditionals around
    loops, domains a let names or marks unique, a range or an array in a singleton),
    with and without DPS, agree too.
@@ -256,6 +257,9 @@ def check_batch(batch: list[Case]) -> None:
             auto = R.convert(out, k.result, t, p.sizes, p.bounds, "auto")
             assert (same_entries(auto, want) if isinstance(auto, np.ndarray)
                     or sp.issparse(auto) else agree(auto, want)), (k.name, auto, want)
+            if isinstance(auto, sp.csr_array) and auto.has_sorted_indices:
+                assert all(np.all(np.diff(auto.indices[lo:hi]) > 0) for lo, hi in zip(
+                    auto.indptr[:-1], auto.indptr[1:], strict=True)), (k.name, auto)
 
 
 @settings(max_examples=EXAMPLES)

@@ -368,3 +368,48 @@ def test_a_sum_over_one_entry_skips_a_zero_value(entry: str, want: float) -> Non
     src = f"y : real\nsum(<k, v> in {entry}) 1.0\n"
     assert sdqlite.compile(src, optimize=False)(y=2.5) == want
     assert sdqlite.evaluate(src, y=2.5) == want
+
+
+def test_a_matrix_result_comes_back_as_csr_with_sorted_columns() -> None:
+    """A result whose first layer is an array (``vec``) and whose rows are sparse comes
+    back as the CSR arrays the kernel wrote, each row sorted by column (``sdql::row``):
+    rows of one entry (VVA's identity), and rows written out of order, with more entries
+    than a row scans (16) and with entries that cancel."""
+    f = sdqlite.compile("V1 : {dense_int[n] -> real}\nV2 : {int[n] -> real}\n"
+                        "(sum(<i, a> in V1) {i -> a}) + V2", wrt="V1")
+    got: Any = f(V1=np.ones(5), V2=sp.coo_array(([1.0], ([2],)), shape=(5,)))
+    assert isinstance(got, sp.csr_array) and got.has_sorted_indices
+    assert np.array_equal(got.toarray(), np.eye(5))
+    assert "sdql::vec<sdql::row<double>> result" in f.cpp({"V1": np.ones(5), "V2": np.ones(5)})
+    # A^T A of a matrix of ±1 (columns shuffled within rows): rows of 30 entries, written
+    # out of order, some of them cancelling to exactly zero
+    rng = np.random.default_rng(1)
+    a = rng.choice([-1.0, 1.0], (40, 30))
+    perm = np.array([rng.permutation(30) for _ in range(40)])
+    shuffled = sp.csr_array((np.take_along_axis(a, perm, 1).ravel(), perm.ravel(),
+                             np.arange(0, 40 * 30 + 1, 30)), shape=a.shape)
+    assert not shuffled.has_sorted_indices
+    g = sdqlite.compile("A : {int[m] -> {int[n] -> real}}\nsum(<i, r> in A) "
+                        "sum(<j, v> in r) sum(<k, w> in r) {j -> {k -> v * w}}")
+    got = g(A=shuffled)
+    want = a.T @ a
+    assert np.count_nonzero(want == 0) > 0 and np.count_nonzero(want) > 16 * 30
+    assert isinstance(got, sp.csr_array) and got.has_sorted_indices
+    assert all(np.all(np.diff(got.indices[lo:hi]) > 0) for lo, hi in zip(
+        got.indptr[:-1], got.indptr[1:], strict=True))
+    assert np.array_equal(got.toarray(), want)
+    assert got.nnz == np.count_nonzero(want)  # the cancelled entries are gone
+    assert "sdql::vec<sdql::row<double>> result" in g.cpp({"A": shuffled})
+
+
+def test_a_matrix_result_with_dense_rows_under_a_sparse_layer() -> None:
+    """{int -> {dense_int -> real}} into a ``vec`` destination: its rows are dense arrays,
+    not CSR's arrays (read as such, scipy refused them: 'indices and data should have the
+    same size')."""
+    f = sdqlite.compile("A : {int[m] -> {int[n] -> real}}\nB : {dense_int[n] -> real}\n"
+                        "sum(<i, r> in A) {i -> B}")
+    a = sp.csr_array(np.array([[1.0, 0], [0, 0], [0, 2.0]]))
+    b = np.array([3.0, 4.0])
+    got: Any = f(A=a, B=b)
+    assert isinstance(got, sp.csr_array)
+    assert np.array_equal(got.toarray(), [[3.0, 4.0], [0, 0], [3.0, 4.0]])
