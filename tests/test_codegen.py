@@ -412,4 +412,4 @@ def test_a_matrix_result_with_dense_rows_under_a_sparse_layer() -> None:
     b = np.array([3.0, 4.0])
     got: Any = f(A=a, B=b)
     assert isinstance(got, sp.csr_array)
-    assert np.array_equal(got.toarray(), [[3.0, 4.0], [0, 0], [3.0, 4.0]])
+    assert np.array_equal(got.toarray(), np.array([[3.0, 4.0], [0.0, 0.0], [3.0, 4.0]]))
