@@ -55,8 +55,8 @@ STATE = ROOT / ".mutation"
 TARGETS: tuple[str, ...] = (
     "sdqlite.ad.fad", "sdqlite.ad.gradient", "sdqlite.syntax.sugar", "sdqlite.opt.rules",
     "sdqlite.opt.passes", "sdqlite.opt.debruijn", "sdqlite.opt.analysis", "sdqlite.opt.cost",
-    "sdqlite.opt.storel", "sdqlite.opt.saturation", "sdqlite.opt.egraph", "semantics.values",
-    "semantics.interp",
+    "sdqlite.opt.storel", "sdqlite.opt.saturation", "sdqlite.opt.egraph", "sdqlite.opt.extract",
+    "semantics.values", "semantics.interp",
     "codegen.api", "codegen.inputs", "codegen.results", "codegen.build", "codegen.data",
     "codegen.dps", "codegen.emit", "codegen.execute", "codegen.native",
 )

@@ -47,15 +47,14 @@ from sdqlite.opt.egraph import (
     BackoffScheduler,
     EGraph,
     ENode,
-    Extractor,
     PNode,
     PVar,
     Rewrite,
     Term,
     ematch,
-    extract,
     run,
 )
+from sdqlite.opt.extract import Extractor, extract
 
 VARS = ["a", "b", "c"]
 terms = st.recursive(

@@ -90,17 +90,15 @@ from sdqlite.opt.cost import cost_model
 from sdqlite.opt.debruijn import alias, decode, encode, linear, shift, strict, substitute
 from sdqlite.opt.egraph import (
     ClassId,
-    CostFn,
     EGraph,
     ENode,
-    Extractor,
     PNode,
     Rewrite,
     Term,
     ematch,
-    extract,
     run,
 )
+from sdqlite.opt.extract import CostFn, Extractor, extract
 from sdqlite.opt.saturation import Limits, optimize
 from sdqlite.opt.storel import (
     BINARY,

@@ -3,5 +3,5 @@
 split by concern, and the pipeline that runs the stages in order.
 
 May import ``sdqlite.storage``, ``sdqlite.ad``, ``sdqlite.check``, ``sdqlite.syntax``;
-``egraph`` imports nothing of SDQLite (a generic engine).
+``egraph`` and ``extract`` import nothing of SDQLite (a generic engine).
 """

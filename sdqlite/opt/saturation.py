@@ -17,7 +17,8 @@ from sdqlite.errors import Span
 from sdqlite.opt.analysis import new_egraph
 from sdqlite.opt.cost import cost_model, term_cost
 from sdqlite.opt.debruijn import decode, encode
-from sdqlite.opt.egraph import Report, Term, extract, run
+from sdqlite.opt.egraph import Report, Term, run
+from sdqlite.opt.extract import extract
 from sdqlite.opt.storel import OFF_BY_DEFAULT, SATURATION_RULES
 from sdqlite.syntax.ast import Expr
 from sdqlite.syntax.names import NameSupply, names_in

@@ -24,7 +24,8 @@ from weakref import WeakKeyDictionary
 from sdqlite.opt.analysis import Info, in_scope, scoped, unique_arrays, without_keep
 from sdqlite.opt.cost import cost_model
 from sdqlite.opt.debruijn import alias, linear, shift, strict, substitute
-from sdqlite.opt.egraph import ClassId, EGraph, ENode, Extractor, PNode, PVar, Rewrite, Subst, Term
+from sdqlite.opt.egraph import ClassId, EGraph, ENode, PNode, PVar, Rewrite, Subst, Term
+from sdqlite.opt.extract import Extractor
 from sdqlite.syntax.types import INT, DictT, IntT, RealT, Type
 
 A, B, C, R = PVar("a"), PVar("b"), PVar("c"), PVar("r")
