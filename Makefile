@@ -41,11 +41,13 @@ test: setup
 	$(MAKE) --no-print-directory sanitize
 
 # The C++ agreement property on generated code built with AddressSanitizer and UBSan
-# (fewer programs: the `sanitize` profile), the sanitizers' runtimes preloaded into Python.
+# (fewer programs: the `sanitize` profile), the sanitizers' runtimes preloaded into Python;
+# and the door's check, on one thread and on two, on damaged arrays.
 sanitize: setup
 	LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 SDQLITE_CXXFLAGS="$(SANITIZE_FLAGS)" HYPOTHESIS_PROFILE=sanitize \
-	  $(BIN)/pytest -q -p no:cacheprovider properties/test_cpp_agreement.py
+	  $(BIN)/pytest -q -p no:cacheprovider properties/test_cpp_agreement.py \
+	  properties/test_front_door.py::test_the_check_on_two_threads_is_the_check_on_one
 
 bench: setup
 	$(BIN)/python -m benchmarks.optimizer

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
@@ -256,7 +257,7 @@ def check_sparse(name: str, x: Any) -> Sparse:
                             f"indices and {len(vals)} values")
         code = _checker().sdql_check_compressed(
             pos.ctypes.data, pos.itemsize, idx.ctypes.data, idx.itemsize, vals.ctypes.data,
-            outer, inner, nnz, facts)
+            outer, inner, nnz, facts, _check_threads(nnz))
         arrays: tuple[Any, ...] = (pos, idx[:nnz], vals[:nnz])
         if x.ndim == 1:
             keys: tuple[tuple[int, int] | None, ...] = (_range(facts, 1),)
@@ -272,7 +273,7 @@ def check_sparse(name: str, x: Any) -> Sparse:
             coords[0].ctypes.data, coords[0].itemsize,
             None if inner_c is None else inner_c.ctypes.data,
             8 if inner_c is None else inner_c.itemsize, vals.ctypes.data, len(vals),
-            shape[0], shape[-1], facts)
+            shape[0], shape[-1], facts, _check_threads(len(vals)))
         arrays = (*coords, vals)
         keys = (_range(facts, 3),) if x.ndim == 1 else (_range(facts, 3), _range(facts, 1))
     if code != 0:
@@ -280,6 +281,15 @@ def check_sparse(name: str, x: Any) -> Sparse:
     if x.ndim == 1 and fmt != "coo":  # a vector: its keys, as coo
         arrays, fmt = (arrays[1], arrays[2]), "coo"
     return Sparse(shape, fmt, arrays, bool(facts[0]), keys, int(facts[7]))
+
+
+#: entries from which the check runs on two threads where there are two cores (one pass,
+#: bound by memory: two cores read it faster; a thread costs ~50 µs to start)
+CHECK_THREADS_FROM = 1 << 18
+
+
+def _check_threads(entries: int) -> int:
+    return 2 if entries >= CHECK_THREADS_FROM and len(os.sched_getaffinity(0)) > 1 else 1
 
 
 def _index(name: str, a: Any, what: str) -> Any:
@@ -412,7 +422,7 @@ def _checker() -> Any:
     lib = build(translation_unit([])).library
     args: list[Any] = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                        ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                       ctypes.POINTER(ctypes.c_int64)]
+                       ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]
     for fn in (lib.sdql_check_compressed, lib.sdql_check_coo):
         fn.argtypes = args
         fn.restype = ctypes.c_int64

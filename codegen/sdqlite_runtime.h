@@ -34,6 +34,8 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <system_error>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -672,18 +674,40 @@ enum check : i64 { CHECK_OK = 0, CHECK_POS_START = 1, CHECK_POS_ORDER = 2, CHECK
                    CHECK_KEY = 4, CHECK_VALUE = 5, CHECK_OUTER_KEY = 6 };
 
 // What a pass learns, kept in registers (the facts array may alias nothing, but the
-// compiler cannot know it) and written back once.
+// compiler cannot know it) and written back once; and its first failure, if any.
 struct seen {
   bool sorted = true;
   i64 zeros = 0;
   i64 lo[2] = {INT64_MAX, INT64_MAX}, hi[2] = {INT64_MIN, INT64_MIN};  // inner, outer keys
+  i64 code = CHECK_OK, where = 0, what = 0;
 
   void note(int at, i64 k) {
     lo[at] = std::min(lo[at], k);
     hi[at] = std::max(hi[at], k);
   }
 
+  void fail(i64 c, i64 wh, i64 wt) {
+    code = c;
+    where = wh;
+    what = wt;
+  }
+
+  // the facts of a pass over entries that come after this one's, merged into them
+  void then(const seen& b) {
+    sorted = sorted && b.sorted;
+    zeros += b.zeros;
+    for (int at = 0; at < 2; at++) {
+      lo[at] = std::min(lo[at], b.lo[at]);
+      hi[at] = std::max(hi[at], b.hi[at]);
+    }
+  }
+
   i64 done(i64* facts) const {
+    if (code != CHECK_OK) {
+      facts[5] = where;
+      facts[6] = what;
+      return code;
+    }
     facts[0] = sorted;
     for (int at = 0; at < 2; at++) {  // no key: the empty range (1, 0)
       facts[1 + 2 * at] = lo[at] <= hi[at] ? lo[at] : 1;
@@ -700,29 +724,82 @@ inline i64 wrong(i64* facts, i64 code, i64 where, i64 what) {
   return code;
 }
 
+// A check in two halves on two threads when asked (a large input: the pass is bound by
+// memory, which two cores read faster): the first failure is the first half's, if it has
+// one, so the result is the one-thread pass's.  Without a second thread (none could be
+// started), the halves run one after the other.
+template <class F> seen in_halves(i64 threads, i64 split, i64 n, F&& pass) {
+  seen a, b;
+  if (threads < 2 || split <= 0 || split >= n) {
+    pass(0, n, a);
+    return a;
+  }
+  try {
+    std::thread second([&] { pass(split, n, b); });
+    pass(0, split, a);
+    second.join();
+  } catch (const std::system_error&) {
+    pass(0, split, a);
+    if (a.code == CHECK_OK) pass(split, n, b);
+  }
+  if (a.code == CHECK_OK && b.code != CHECK_OK) return b;
+  if (a.code == CHECK_OK) a.then(b);
+  return a;
+}
+
+// Rows [o0, o1) of a compressed format, pos[o0] >= 0: no entry before 0 is read, and a
+// row that ends before it starts or past nnz fails before its entries are read.  What it
+// sees is kept in a local (registers; out is next to the other half's) and written once.
 template <class P, class I>
-i64 check_compressed(const P* pos, const I* idx, const double* val, i64 n_outer, i64 n_inner,
-                     i64 nnz, i64* facts) {
+void check_rows(const P* pos, const I* idx, const double* val, i64 o0, i64 o1, i64 n_inner,
+                i64 nnz, seen& out) {
   seen s;
-  if (i64(pos[0]) != 0) return wrong(facts, CHECK_POS_START, 0, i64(pos[0]));
-  for (i64 o = 0; o < n_outer; o++) {
+  for (i64 o = o0; o < o1; o++) {
     const i64 a = i64(pos[o]), b = i64(pos[o + 1]);
-    if (b < a || b > nnz) return wrong(facts, CHECK_POS_ORDER, o + 1, b);
+    if (b < a || b > nnz) {
+      s.fail(CHECK_POS_ORDER, o + 1, b);
+      break;
+    }
     i64 stored = 0, last = -1;
     for (i64 e = a; e < b; e++) {
       const i64 k = i64(idx[e]);
-      if (k < 0 || k >= n_inner) return wrong(facts, CHECK_KEY, e, k);
-      if (!std::isfinite(val[e])) return wrong(facts, CHECK_VALUE, e, 0);
+      if (k < 0 || k >= n_inner) {
+        s.fail(CHECK_KEY, e, k);
+        break;
+      }
+      if (!std::isfinite(val[e])) {
+        s.fail(CHECK_VALUE, e, 0);
+        break;
+      }
       s.sorted &= k > last;
       last = k;
       const bool nonzero = val[e] != 0;
       stored += nonzero;
       if (nonzero) s.note(0, k);
     }
+    if (s.code != CHECK_OK) break;
     s.zeros += (b - a) - stored;
     if (stored) s.note(1, o);
   }
-  if (i64(pos[n_outer]) != nnz) return wrong(facts, CHECK_POS_END, n_outer, i64(pos[n_outer]));
+  out = s;
+}
+
+template <class P, class I>
+i64 check_compressed(const P* pos, const I* idx, const double* val, i64 n_outer, i64 n_inner,
+                     i64 nnz, i64* facts, i64 threads) {
+  if (i64(pos[0]) != 0) return wrong(facts, CHECK_POS_START, 0, i64(pos[0]));
+  // The second half's first row: where half the entries start.  pos is not checked yet,
+  // but the search ends whatever it holds, at n_outer or at a row whose pos >= nnz / 2.
+  i64 lo = 0, hi = n_outer;
+  while (lo < hi) {
+    const i64 mid = lo + (hi - lo) / 2;
+    if (i64(pos[mid]) < nnz / 2) lo = mid + 1; else hi = mid;
+  }
+  seen s = in_halves(threads, lo, n_outer, [&](i64 o0, i64 o1, seen& part) {
+    check_rows(pos, idx, val, o0, o1, n_inner, nnz, part);
+  });
+  if (s.code == CHECK_OK && i64(pos[n_outer]) != nnz)
+    return wrong(facts, CHECK_POS_END, n_outer, i64(pos[n_outer]));
   return s.done(facts);
 }
 
@@ -730,24 +807,36 @@ i64 check_compressed(const P* pos, const I* idx, const double* val, i64 n_outer,
 // vector).  Canonical: the (outer, inner) pairs strictly increasing.
 template <class R, class C>
 i64 check_coo(const R* outer, const C* inner, const double* val, i64 nnz, i64 n_outer,
-              i64 n_inner, i64* facts) {
-  seen s;
-  for (i64 e = 0; e < nnz; e++) {
-    const i64 r = i64(outer[e]), c = inner ? i64(inner[e]) : 0;
-    if (r < 0 || r >= n_outer) return wrong(facts, CHECK_OUTER_KEY, e, r);
-    if (inner && (c < 0 || c >= n_inner)) return wrong(facts, CHECK_KEY, e, c);
-    if (!std::isfinite(val[e])) return wrong(facts, CHECK_VALUE, e, 0);
-    if (e > 0) {
-      const i64 r0 = i64(outer[e - 1]), c0 = inner ? i64(inner[e - 1]) : 0;
-      if (r < r0 || (r == r0 && c <= c0)) s.sorted = false;
+              i64 n_inner, i64* facts, i64 threads) {
+  seen s = in_halves(threads, nnz / 2, nnz, [&](i64 e0, i64 e1, seen& out) {
+    seen part;  // in registers, written once (see check_rows)
+    for (i64 e = e0; e < e1; e++) {
+      const i64 r = i64(outer[e]), c = inner ? i64(inner[e]) : 0;
+      if (r < 0 || r >= n_outer) {
+        part.fail(CHECK_OUTER_KEY, e, r);
+        break;
+      }
+      if (inner && (c < 0 || c >= n_inner)) {
+        part.fail(CHECK_KEY, e, c);
+        break;
+      }
+      if (!std::isfinite(val[e])) {
+        part.fail(CHECK_VALUE, e, 0);
+        break;
+      }
+      if (e > 0) {
+        const i64 r0 = i64(outer[e - 1]), c0 = inner ? i64(inner[e - 1]) : 0;
+        if (r < r0 || (r == r0 && c <= c0)) part.sorted = false;
+      }
+      if (val[e] != 0) {
+        part.note(1, r);
+        if (inner) part.note(0, c);
+      } else {
+        part.zeros++;
+      }
     }
-    if (val[e] != 0) {
-      s.note(1, r);
-      if (inner) s.note(0, c);
-    } else {
-      s.zeros++;
-    }
-  }
+    out = part;
+  });
   return s.done(facts);
 }
 
@@ -778,24 +867,25 @@ void sdql_output_free(sdql::output* o) { delete o; }
 
 sdql::i64 sdql_check_compressed(const void* pos, sdql::i64 pos_w, const void* idx, sdql::i64 idx_w,
                                 const double* val, sdql::i64 n_outer, sdql::i64 n_inner,
-                                sdql::i64 nnz, sdql::i64* facts) {
+                                sdql::i64 nnz, sdql::i64* facts, sdql::i64 threads) {
   return sdql::by_width(pos_w, [&](auto p) {
     return sdql::by_width(idx_w, [&](auto i) {
       return sdql::check_compressed(static_cast<const decltype(p)*>(pos),
                                     static_cast<const decltype(i)*>(idx), val, n_outer,
-                                    n_inner, nnz, facts);
+                                    n_inner, nnz, facts, threads);
     });
   });
 }
 
 sdql::i64 sdql_check_coo(const void* outer, sdql::i64 outer_w, const void* inner,
                          sdql::i64 inner_w, const double* val, sdql::i64 nnz,
-                         sdql::i64 n_outer, sdql::i64 n_inner, sdql::i64* facts) {
+                         sdql::i64 n_outer, sdql::i64 n_inner, sdql::i64* facts,
+                         sdql::i64 threads) {
   return sdql::by_width(outer_w, [&](auto r) {
     return sdql::by_width(inner_w, [&](auto c) {
       return sdql::check_coo(static_cast<const decltype(r)*>(outer),
                              static_cast<const decltype(c)*>(inner), val, nnz, n_outer,
-                             n_inner, facts);
+                             n_inner, facts, threads);
     });
   });
 }

@@ -21,6 +21,12 @@ command line's own checks — for csr, csc and coo matrices whose ``indptr``, ``
 (narrower, unsigned, big-endian) are read as their values, and an index is named as it
 is: one beyond int64 does not fit, not wrapped to a negative key.
 
+``test_the_check_on_two_threads_is_the_check_on_one``: the door's one pass over a
+compressed or coordinate matrix's arrays (``sdql_check_compressed``, ``sdql_check_coo``),
+split in two halves on two threads for a large input, returns what the one-thread pass
+returns — the same first failure, or the same facts — on arrays damaged anywhere, and
+reads no memory outside them (the sanitizer run builds the checker too).
+
 The crash reproducers of the issue (a corrupted ``indptr`` that crashed inside scipy's
 ``sort_indices``, a row index beyond the shape that wrote out of bounds in the conversion
 to CSR) and those the property found (a dia with more diagonals than offsets, a lil whose
@@ -31,6 +37,7 @@ signal.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import math
 import os
@@ -58,6 +65,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import sdqlite
+from codegen import inputs as door
 from sdqlite.errors import DataError, SDQLiteError
 from sdqlite.storage.formats import formats_for
 from sdqlite.syntax.types import REAL, DictT
@@ -130,6 +138,67 @@ def test_malformed_scipy_data_are_the_interpreters_error_or_value(case: tuple[An
         return
     got = _SMVM(A=m, X=x)
     assert values_equal(got, want, rel_tol=1e-9, abs_tol=1e-12), (got, want)
+
+
+@st.composite
+def raw_arrays(draw: st.DrawFn) -> tuple[str, list[Any], int, int, int]:
+    """A checker's arguments: compressed (pos, idx, val) or coordinate (rows, cols or
+    none, val) arrays of 32- or 64-bit indices, well formed, then damaged at one place
+    (or two) anywhere; the outer and inner sizes; and the entries the caller vouches for
+    (within the arrays, as ``check_sparse`` makes sure)."""
+    n_outer, n_inner = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    width = draw(st.sampled_from([np.int32, np.int64]))
+    nnz = draw(st.integers(0, 12))
+    vals = np.array(draw(st.lists(st.sampled_from([0.0, 1.5, -2.0]), min_size=nnz,
+                                  max_size=nnz)), dtype=np.float64)
+    keys = st.lists(st.integers(0, n_inner - 1), min_size=nnz, max_size=nnz)
+    compressed = draw(st.booleans())
+    arrays: list[Any]
+    if compressed:
+        cuts = sorted(draw(st.lists(st.integers(0, nnz), min_size=n_outer - 1,
+                                    max_size=n_outer - 1)))
+        arrays = [np.array([0, *cuts, nnz], dtype=width), np.array(draw(keys), dtype=width),
+                  vals]
+    else:
+        rows = np.sort(np.array(draw(st.lists(st.integers(0, n_outer - 1), min_size=nnz,
+                                              max_size=nnz)), dtype=width))
+        arrays = [rows, None if draw(st.booleans()) else
+                  np.array(draw(keys), dtype=width), vals]
+    for _ in range(draw(st.integers(0, 2))):
+        at = draw(st.sampled_from([i for i, a in enumerate(arrays) if a is not None]))
+        a = arrays[at]
+        if len(a) > (1 if compressed and at == 0 else 0):  # the last pointer is nnz
+            i = draw(st.integers(0, len(a) - (2 if compressed and at == 0 else 1)))
+            a[i] = draw(st.sampled_from([np.nan, np.inf, -np.inf] if a.dtype.kind == "f"
+                                        else [-1, n_inner, n_outer + 3, 2**31 - 1]))
+    return ("compressed" if compressed else "coo"), arrays, n_outer, n_inner, nnz
+
+
+def _check(kind: str, arrays: list[Any], n_outer: int, n_inner: int, nnz: int,
+           threads: int) -> tuple[int, list[int]]:
+    facts = (ctypes.c_int64 * 8)()
+    lib = door._checker()
+    if kind == "compressed":
+        pos, idx, vals = arrays
+        code = lib.sdql_check_compressed(pos.ctypes.data, pos.itemsize, idx.ctypes.data,
+                                         idx.itemsize, vals.ctypes.data, n_outer, n_inner,
+                                         nnz, facts, threads)
+    else:
+        rows, cols, vals = arrays
+        code = lib.sdql_check_coo(rows.ctypes.data, rows.itemsize,
+                                  None if cols is None else cols.ctypes.data,
+                                  8 if cols is None else cols.itemsize, vals.ctypes.data, nnz,
+                                  n_outer, n_inner, facts, threads)
+    return code, list(facts)
+
+
+@given(raw_arrays())
+def test_the_check_on_two_threads_is_the_check_on_one(
+        case: tuple[str, list[Any], int, int, int]) -> None:
+    one = _check(*case, threads=1)
+    two = _check(*case, threads=2)
+    assert one == two, (case, one, two)
+    assert door._check_threads(door.CHECK_THREADS_FROM - 1) == 1
 
 
 # ---- both backends on malformed inputs of every kind, in a process of their own ------------
