@@ -37,7 +37,7 @@ test: setup
 	$(BIN)/ruff check sdqlite semantics codegen properties paper_examples tests benchmarks mutation
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	HYPOTHESIS_PROFILE=$(PROFILE) $(BIN)/pytest
+	HYPOTHESIS_PROFILE=$(PROFILE) $(BIN)/pytest -n auto
 	$(MAKE) --no-print-directory sanitize
 
 # The C++ agreement property on generated code built with AddressSanitizer and UBSan
