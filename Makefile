@@ -51,7 +51,7 @@ sanitize: setup
 
 bench: setup
 	$(BIN)/python -m benchmarks.optimizer
-	$(BIN)/python -m benchmarks.kernels
+	$(BIN)/python -m benchmarks.kernels --readme
 	$(BIN)/python -m benchmarks.interpreter
 
 # The gate's own strength: plant each mutant of mutation/operators.py's table in the AD,

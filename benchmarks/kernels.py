@@ -19,19 +19,24 @@ buffers prepared beforehand): the rest of a call is the Python front door's work
 Compilation (the pipeline, then g++) is reported apart.
 Cases whose work would exceed ``--max-work`` are skipped, with the reason.
 
-Run: ``make bench`` (``python -m benchmarks.kernels``; ``--quick`` for a short sweep).
+Run: ``make bench`` (``python -m benchmarks.kernels --readme``: the whole output is kept
+in ``benchmarks/kernels-results.txt`` and the README's table of "How fast" is written from
+it; ``--quick`` for a short sweep, which writes neither).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
+import re
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -136,6 +141,29 @@ KERNELS: dict[str, KernelSpec] = {
 }
 
 SYSTEMS = ("dict", "arr", "arr-no-norm", "arr-no-dps")
+ROOT = Path(__file__).resolve().parent.parent
+#: the README's lines between these two are written by --readme
+BEGIN = "<!-- the table below is written by make bench (benchmarks/kernels.py --readme) -->"
+END = "<!-- end of the table make bench writes -->"
+NAMES = {"BATAX": "BATAX, β AᵀA", "SMMM": "SMMM, B an n × 16 dense matrix",
+         "SMVM": "SMVM, the column sums of A", "VVA": "VVA, the identity", "VVD": "VVD, V2",
+         "VSM": "VSM, 2 s V", "LSQ": "least squares, 2 Aᵀ(Ax − b)",
+         "LOGREG": "logistic regression's loss"}
+printed: list[str] = []
+
+
+def say(line: str = "") -> None:
+    print(line, flush=True)
+    printed.append(line)
+
+
+@dataclass(frozen=True)
+class Row:
+    n: int
+    density: float
+    nnz: int
+    scipy: float  # seconds
+    ratios: dict[str, float]  # by system, and "arr C++"
 
 
 def compiled(k: KernelSpec, system: str) -> Compiled:
@@ -182,50 +210,104 @@ def main(argv: list[str] | None = None) -> int:
                     help="skip cases touching more entries than this (default %(default)g)")
     ap.add_argument("--cop20k", action="store_true", default=None,
                     help="also BATAX at the size of cop20k_A (default: on unless --quick)")
+    ap.add_argument("--readme", action="store_true",
+                    help="keep the output in benchmarks/kernels-results.txt and write the "
+                    "README's table from it (a whole sweep of every kernel only)")
     args = ap.parse_args(argv)
+    if args.readme and (args.quick or args.kernels != list(KERNELS)):
+        ap.error("--readme writes the figures of a whole sweep: not with --quick or --kernels")
     sizes = [10**3, 10**4] if args.quick else [10**3, 10**4, 10**5]
     densities = [1e-4, 1e-3, 1e-2, 1e-1]
     rng = np.random.default_rng(7)
-    print(f"machine: {machine()}; {time.strftime('%Y-%m-%d')}; times are medians of "
-          f"{args.repeat} calls, conversions included; ratios are to the numpy/scipy formula")
+    say(f"machine: {machine()}; {time.strftime('%Y-%m-%d')}; times are medians of "
+        f"{args.repeat} calls, conversions included; ratios are to the numpy/scipy formula")
+    last: dict[str, Row] = {}
     for name in args.kernels:
         k = KERNELS[name]
         start = time.perf_counter()
         systems = {s: compiled(k, s) for s in SYSTEMS}
-        print(f"\n{name}: d/d{k.wrt}   (compile: pipeline + g++ -O3 per system, below)")
+        say(f"\n{name}: d/d{k.wrt}   (compile: pipeline + g++ -O3 per system, below)")
         header = (f"{'n':>7} {'density':>8} {'nnz':>9} {'scipy s':>10}  "
                   + "  ".join(f"{s:>11}" for s in SYSTEMS) + f"  {'arr C++':>11}")
-        print(header)
+        say(header)
         built = False
         for n in sizes:
             for d in densities:
                 if k.work(n, d) > args.max_work:
-                    print(f"{n:>7} {d:>8g} {'':>9} skipped: about {k.work(n, d):.1e} entries "
-                          f"touched > --max-work {args.max_work:g}")
+                    say(f"{n:>7} {d:>8g} {'':>9} skipped: about {k.work(n, d):.1e} entries "
+                        f"touched > --max-work {args.max_work:g}")
                     continue
                 data = k.data(n, d, rng)
                 nnz = data[k.sparse].nnz
                 want = k.formula(data)
                 base = timed(lambda: k.formula(data), args.repeat)  # noqa: B023
-                cells = []
-                for f in systems.values():
+                cells, ratios = [], {}
+                for s, f in systems.items():
                     got = f(**data)
                     if not agree(got, want):
                         cells.append(f"{'WRONG':>11}")
+                        ratios[s] = math.nan
                         continue
                     t = timed(lambda: f(**data), args.repeat)  # noqa: B023
+                    ratios[s] = t / base
                     cells.append(f"{t / base:>10.2f}x")
-                cells.append(f"{kernel_only(systems['arr'], data, args.repeat) / base:>10.2f}x")
+                ratios["arr C++"] = kernel_only(systems['arr'], data, args.repeat) / base
+                cells.append(f"{ratios['arr C++']:>10.2f}x")
+                last[name] = Row(n, d, nnz, base, ratios)
                 if not built:
                     built = True
                     compile_s = time.perf_counter() - start
-                print(f"{n:>7} {d:>8g} {nnz:>9} {base:>10.2e}  " + "  ".join(cells))
+                say(f"{n:>7} {d:>8g} {nnz:>9} {base:>10.2e}  " + "  ".join(cells))
         if built:
-            print("g++ -O3 s: " + "  ".join(f"{s} {_build(f)}" for s, f in systems.items())
-                  + f"; the first calls of all four, pipeline included: {compile_s:.1f} s")
-    if args.cop20k if args.cop20k is not None else not args.quick:
-        cop20k(args.repeat)
+            say("g++ -O3 s: " + "  ".join(f"{s} {_build(f)}" for s, f in systems.items())
+                + f"; the first calls of all four, pipeline included: {compile_s:.1f} s")
+    cop = cop20k(args.repeat) if (args.cop20k if args.cop20k is not None else
+                                  not args.quick) else None
+    if args.readme:
+        (ROOT / "benchmarks" / "kernels-results.txt").write_text("\n".join(printed) + "\n")
+        readme = ROOT / "README.md"
+        readme.write_text(with_table(readme.read_text(), table(last, cop, args.repeat)))
+        print("\nwrote benchmarks/kernels-results.txt and the README's table")
     return 0
+
+
+def _power(x: float) -> str:
+    """10⁻³ for 0.001, 10⁵ for 100000."""
+    e = round(math.log10(x))
+    return "10" + str(e).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+
+
+def _time(t: float) -> str:
+    return f"{t * 1e6:.0f} µs" if t < 1e-3 else f"{t * 1e3:.1f} ms" if t < 1 else f"{t:.2f} s"
+
+
+def table(last: dict[str, Row], cop: tuple[float, float, float, int] | None,
+          repeat: int) -> str:
+    """The README's table: each kernel at the largest case the sweep ran."""
+    lines = [f"Measured by `make bench` on {time.strftime('%Y-%m-%d')} ({machine()}, "
+             f"g++ `-O3 -march=native`), each kernel at the largest case its sweep runs; "
+             f"times are medians of {repeat} warm calls of the formula, the others ratios "
+             "to it (below 1: faster than scipy):", "",
+             "| kernel, gradient w.r.t. the dense variable | n | density | entries | scipy "
+             "| dict | arr | arr C++ |", "|---|---|---|---|---|---|---|---|"]
+    for name, r in last.items():
+        cells = " | ".join(f"{r.ratios[s]:.2f}×" for s in ("dict", "arr", "arr C++"))
+        lines.append(f"| {NAMES[name]} | {_power(r.n)} | {_power(r.density)} | {r.nnz:,} | "
+                     f"{_time(r.scipy)} | {cells} |")
+    if cop is not None:
+        arr, dict_, scipy, entries = cop
+        lines += ["", f"βAᵀA at the size of cop20k_A (a synthetic 121,192 × 121,192 matrix "
+                      f"with 1,362,087 entries; its βAᵀA has {entries:,}): {arr:.2f} s in "
+                      f"\"arr\", {dict_:.2f} s in \"dict\", {scipy:.2f} s for scipy's "
+                      "`A.T @ A`."]
+    return "\n".join(lines)
+
+
+def with_table(text: str, table: str) -> str:
+    pattern = re.compile(re.escape(BEGIN) + r"\n.*?\n" + re.escape(END), re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"README.md has no {BEGIN!r} ... {END!r} block to write")
+    return pattern.sub(lambda _: f"{BEGIN}\n{table}\n{END}", text)
 
 
 def kernel_only(f: Compiled, data: Data, repeat: int) -> float:
@@ -247,7 +329,7 @@ def _build(f: Compiled) -> str:
     return f"{sum(s.build_seconds for s in specs):.2f}"
 
 
-def cop20k(repeat: int) -> None:
+def cop20k(repeat: int) -> tuple[float, float, float, int]:
     """BATAX's beta A^T A at the size of SuiteSparse's cop20k_A (121,192 x 121,192 with
     1,362,087 entries): a synthetic matrix with those dimensions and entry count."""
     n, nnz = 121_192, 1_362_087
@@ -255,17 +337,20 @@ def cop20k(repeat: int) -> None:
     a: Any = sp.random(n, n, density=nnz / n / n, format="csr", random_state=rng)
     data = {"A": a, "beta": 0.9, "X": rng.uniform(-1, 1, n)}
     k = KERNELS["BATAX"]
-    print(f"\nBATAX at cop20k_A's size (synthetic: {n} x {n}, {a.nnz} entries)")
+    say(f"\nBATAX at cop20k_A's size (synthetic: {n} x {n}, {a.nnz} entries)")
     want = k.formula(data)
     base = timed(lambda: k.formula(data), repeat)
+    times = {}
     for system in ("arr", "dict"):
         f = compiled(k, system)
         got = f(**data)
         ok = agree(got, want)
         t = timed(lambda: f(**data), repeat)  # noqa: B023
-        print(f"  {system:5} {t:8.3f} s   scipy {base:8.3f} s   ratio {t / base:5.2f}x   "
-              f"result {got.shape[0]} x {got.shape[1]}, {got.nnz} entries, "
-              f"{'agrees' if ok else 'WRONG'}")
+        times[system] = t if ok else math.nan
+        say(f"  {system:5} {t:8.3f} s   scipy {base:8.3f} s   ratio {t / base:5.2f}x   "
+            f"result {got.shape[0]} x {got.shape[1]}, {got.nnz} entries, "
+            f"{'agrees' if ok else 'WRONG'}")
+    return times["arr"], times["dict"], base, int(want.nnz)
 
 
 if __name__ == "__main__":
