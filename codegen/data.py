@@ -46,6 +46,8 @@ def _i64(xs: Any) -> Any:
 
 def encode(v: Value, t: Type) -> Buffers:
     """The buffers of a value of type ``t`` (sparse layers in key order)."""
+    if not isinstance(t, DictT):  # a number: its one buffer
+        return [np.array([v], dtype=leaf_dtype(t))]
     ls = layers(t)
     ptr: list[list[int]] = [[0] for _ in ls]
     idx: list[list[int]] = [[] for _ in ls]

@@ -27,6 +27,7 @@ from codegen.data import Buffers, layers, leaf_dtype
 from codegen.emit import Kernel
 from sdqlite.errors import CodegenError, EvalError
 from sdqlite.syntax.ops import UNARY_OPS
+from sdqlite.syntax.types import REAL, DictT
 from semantics.interp import unop
 
 DOMAIN, RANGE, REAL_OVERFLOW, INT_OVERFLOW, NO_MEMORY, OUTSIDE, INTERRUPTED = (
@@ -116,6 +117,13 @@ class Native:
         if self.kernel.dest == "dense":
             return [dest]
         t = self.kernel.result
+        if not isinstance(t, DictT):  # a number: read, and its output freed now
+            ptr = ctypes.c_void_p()
+            if self.buffer(out.handle, 0, ctypes.byref(ptr)) != 1 or not ptr.value:
+                raise CodegenError("the compiled code returned no number")
+            real = t == REAL  # (an int or a bool is an int64 of the output)
+            cell = ctypes.cast(ptr, ctypes.POINTER(ctypes.c_double if real else ctypes.c_int64))
+            return [np.array([cell[0]], dtype=np.float64 if real else np.int64)]
         result: Buffers = []
         for k in range(2 * len(layers(t)) + 1):
             ptr = ctypes.c_void_p()
