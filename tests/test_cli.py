@@ -1,6 +1,7 @@
 """The command line: values on stdout, located diagnostics on stderr, no tracebacks."""
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -208,6 +209,37 @@ def test_output_writes_the_result_as_numpy_and_scipy_read_it(
     assert printed.err.splitlines() == [f"wrote {out}: ndarray of shape (5,)",
                                         f"wrote {jac}: csr_array of shape (5, 4), "
                                         f"{a.nnz} entries stored"]
+
+
+def test_output_compiles_with_the_options_given(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--output`` with ``--backend cpp`` compiles as the command without it does:
+    ``--format``, ``--no-opt``, ``--no-normalize``, ``--no-dps`` and the file's name."""
+    import codegen.api
+    import sdqlite.ui.api as facade
+
+    seen: list[dict[str, object]] = []
+    real = codegen.api.compile
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        seen.append({"formats": args[2], **kwargs})
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(facade, "compile_", recorded)
+    facade._compiled_text.cache_clear()
+    a = sp.csr_array(sp.random(5, 4, density=0.4, random_state=3))
+    sp.save_npz(tmp_path / "A.npz", a)
+    np.save(tmp_path / "x.npy", np.arange(1.0, 5.0))
+    f = _file(tmp_path, SMV)
+    out = tmp_path / "j.npz"
+    assert main(["grad", f, "--wrt", "x", "-i", f"A={tmp_path / 'A.npz'}", "-i",
+                 f"x={tmp_path / 'x.npy'}", "--backend", "cpp", "--format", "A=coo",
+                 "--no-opt", "--no-dps", "-o", str(out)]) == 0
+    np.testing.assert_allclose(_read(out), a.toarray(), rtol=1e-12)
+    (options,) = seen
+    assert options["formats"] == {"A": "coo"} and options["optimize"] is False
+    assert options["dps"] is False and options["normalize"] is True
+    assert options["name"] == f"{Path(f).stem}_wrt_x"
 
 
 @pytest.mark.parametrize(("program", "name", "message"), [

@@ -82,16 +82,19 @@ def grad(program: str | Path | Program, wrt: str | Sequence[str], /, *args: Any,
     return out[0] if isinstance(wrt, str) else out
 
 
-def value_of(prog: Program, given: Mapping[str, Any], backend: str) -> Any:
-    """``evaluate`` on inputs bound by name (also the command line's ``--output``)."""
-    result, t, _ = _run(prog, None, given, backend, "auto")
+def value_of(prog: Program, given: Mapping[str, Any], backend: str, options: Options = ()
+             ) -> Any:
+    """``evaluate`` on inputs bound by name (also the command line's ``--output``, with
+    its compile ``options``)."""
+    result, t, _ = _run(prog, None, given, backend, "auto", options)
     return _matching(result, t, given)
 
 
-def gradient_of(prog: Program, x: str, given: Mapping[str, Any], backend: str) -> Any:
+def gradient_of(prog: Program, x: str, given: Mapping[str, Any], backend: str,
+                options: Options = ()) -> Any:
     """``grad`` by one input, on inputs bound by name."""
     value = x in given and _kind(given[x]) == "value"  # a value in, a value out
-    result, t, xt = _run(prog, x, given, backend, "value" if value else "auto")
+    result, t, xt = _run(prog, x, given, backend, "value" if value else "auto", options)
     # a real program's gradient is like x; a tensor's (a Jacobian: the result's layers,
     # then x's) is a result
     real = xt is not None and len(D.layers(t)) == len(D.layers(xt))
@@ -168,17 +171,25 @@ def _kind(x: Any) -> str:
 # ---- the two backends ---------------------------------------------------------------------
 
 
+#: compile's options as the command line gives them: formats (name, format) pairs,
+#: optimize, normalize, dps, name (hashable, for the cache)
+Options = tuple[tuple[str, Any], ...]
+
+
 @lru_cache(maxsize=64)
-def _compiled_text(text: str, wrt: str | None, output: str) -> Compiled:
-    return compile_(text, wrt, output="value" if output == "value" else "auto")
+def _compiled_text(text: str, wrt: str | None, output: str, options: Options = ()
+                   ) -> Compiled:
+    opts = dict(options)
+    return compile_(text, wrt, dict(opts.pop("formats", ())), **opts,
+                    output="value" if output == "value" else "auto")
 
 
-def _run(prog: Program, wrt: str | None, given: Mapping[str, Any], backend: str, output: str
-         ) -> tuple[Any, Type, Type | None]:
+def _run(prog: Program, wrt: str | None, given: Mapping[str, Any], backend: str, output: str,
+         options: Options = ()) -> tuple[Any, Type, Type | None]:
     """The result on the backend asked for, its type, and the type of ``wrt``'s data."""
     if backend == "interp":
         return _interpreted(prog, wrt, given, output)
-    c = _compiled_text(_text(prog), wrt, output)
+    c = _compiled_text(_text(prog), wrt, output, options)
     args = c.read(given)
     spec, result = c.invoke(args)
     return result, spec.result, args[wrt].type if wrt is not None else None

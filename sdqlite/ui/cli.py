@@ -86,13 +86,19 @@ def _formats(specs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _options(args: argparse.Namespace, wrt: str | None) -> tuple[tuple[str, Any], ...]:
+    """The compile options the command line gives (``sdqlite.ui.api.Options``)."""
+    stem = Path(args.file).stem if args.file != "-" else "stdin"
+    return (("formats", tuple(sorted(_formats(args.format).items()))),
+            ("optimize", not args.no_opt), ("normalize", not args.no_normalize),
+            ("dps", not args.no_dps), ("name", stem + (f"_wrt_{wrt}" if wrt else "")))
+
+
 def _compiled(args: argparse.Namespace, prog: Program, wrt: str | None) -> Compiled:
     from codegen.api import compile as compile_
 
-    stem = Path(args.file).stem if args.file != "-" else "stdin"
-    return compile_(prog, wrt, _formats(args.format), optimize=not args.no_opt,
-                    normalize=not args.no_normalize, dps=not args.no_dps,
-                    output="value", name=stem + (f"_wrt_{wrt}" if wrt else ""))
+    opts = dict(_options(args, wrt))
+    return compile_(prog, wrt, dict(opts.pop("formats")), **opts, output="value")
 
 
 def _written(args: argparse.Namespace, prog: Program, wrt: str | None) -> int:
@@ -102,8 +108,9 @@ def _written(args: argparse.Namespace, prog: Program, wrt: str | None) -> int:
     from semantics.datafiles import write_data
 
     given = _raw_inputs(prog, args.input)
-    result = (value_of(prog, given, args.backend) if wrt is None
-              else gradient_of(prog, wrt, given, args.backend))
+    options = _options(args, wrt)
+    result = (value_of(prog, given, args.backend, options) if wrt is None
+              else gradient_of(prog, wrt, given, args.backend, options))
     print(f"wrote {write_data(args.output, result)}", file=sys.stderr)
     return 0
 
