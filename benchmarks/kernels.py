@@ -219,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [10**3, 10**4] if args.quick else [10**3, 10**4, 10**5]
     densities = [1e-4, 1e-3, 1e-2, 1e-1]
     rng = np.random.default_rng(7)
-    say(f"machine: {machine()}; {time.strftime('%Y-%m-%d')}; times are medians of "
+    load = os.getloadavg()[0]
+    say(f"machine: {machine()}, load average {load:.2f} at the start; "
+        f"{time.strftime('%Y-%m-%d')}; times are medians of "
         f"{args.repeat} calls, conversions included; ratios are to the numpy/scipy formula")
     last: dict[str, Row] = {}
     for name in args.kernels:
@@ -266,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme:
         (ROOT / "benchmarks" / "kernels-results.txt").write_text("\n".join(printed) + "\n")
         readme = ROOT / "README.md"
-        readme.write_text(with_table(readme.read_text(), table(last, cop, args.repeat)))
+        readme.write_text(with_table(readme.read_text(), table(last, cop, args.repeat, load)))
         print("\nwrote benchmarks/kernels-results.txt and the README's table")
     return 0
 
@@ -282,10 +284,11 @@ def _time(t: float) -> str:
 
 
 def table(last: dict[str, Row], cop: tuple[float, float, float, int] | None,
-          repeat: int) -> str:
+          repeat: int, load: float) -> str:
     """The README's table: each kernel at the largest case the sweep ran."""
     lines = [f"Measured by `make bench` on {time.strftime('%Y-%m-%d')} ({machine()}, "
-             f"g++ `-O3 -march=native`), each kernel at the largest case its sweep runs; "
+             f"load average {load:.2f} at the start, g++ `-O3 -march=native`), each kernel "
+             "at the largest case its sweep runs; "
              f"times are medians of {repeat} warm calls of the formula, the others ratios "
              "to it (below 1: faster than scipy):", "",
              "| kernel, gradient w.r.t. the dense variable | n | density | entries | scipy "
