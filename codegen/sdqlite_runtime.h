@@ -22,6 +22,7 @@
 // finite values), by the front door (codegen/inputs.py).
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <boost/unordered/unordered_flat_map.hpp>
 
 #include <algorithm>
@@ -129,30 +130,32 @@ template <class V> struct vec {
 // A sparse layer of scalars under a destination's array layer (a matrix result's row):
 // a short vector of its entries, found by a scan, while there are at most SCAN of them,
 // then a hash map; sorted by key when pruned, so that a CSR result comes back with sorted
-// column indices.  A row of one entry costs one small allocation, not a hash table.  As
-// in a dict, a reference to an entry lasts until the next insertion.
+// column indices.  A row of one entry is stored in place: no allocation, no hash table.
+// As in a dict, a reference to an entry lasts until the next insertion.
 template <class V> struct row {
   static constexpr std::size_t SCAN = 16;
-  std::vector<std::pair<i64, V>> entries;  // all of them while many is empty
-  dict<V> many;
+  boost::container::small_vector<std::pair<i64, V>, 1> entries;  // all, while many is null
+  std::unique_ptr<dict<V>> many;
 
   V& operator[](i64 k) {
-    if (!many.empty()) return many[k];
+    if (many) return (*many)[k];
     for (auto& e : entries)
       if (e.first == k) return e.second;
     if (entries.size() < SCAN) return entries.emplace_back(k, V{}).second;
-    for (const auto& e : entries) many.emplace(e.first, e.second);
-    entries = {};
-    return many[k];
+    many = std::make_unique<dict<V>>();
+    for (const auto& e : entries) many->emplace(e.first, e.second);
+    entries.clear();
+    return (*many)[k];
   }
 
   template <class F> void each(F&& f) const {
     for (const auto& e : entries) f(e.first, e.second);
-    for (const auto& [k, v] : many) f(k, v);
+    if (many)
+      for (const auto& [k, v] : *many) f(k, v);
   }
 
-  bool empty() const { return entries.empty() && many.empty(); }
-  i64 size() const { return i64(entries.size() + many.size()); }
+  bool empty() const { return entries.empty() && (!many || many->empty()); }
+  i64 size() const { return i64(entries.size() + (many ? many->size() : 0)); }
 };
 
 // L destination layers of known sizes over reals, written into the caller's zeroed memory
@@ -231,10 +234,10 @@ template <int L> void prune(const dense_ref<L>&) {}  // it stores reals at every
 
 template <class V> void prune(row<V>& r) {  // and sorted by key, as encode wants it
   auto& e = r.entries;
-  if (!r.many.empty()) {
-    e.reserve(r.many.size());
-    for (const auto& [k, v] : r.many) e.emplace_back(k, v);
-    r.many = {};
+  if (r.many) {
+    e.reserve(r.many->size());
+    for (const auto& [k, v] : *r.many) e.emplace_back(k, v);
+    r.many.reset();
   }
   e.erase(std::remove_if(e.begin(), e.end(), [](const auto& x) { return is_zero(x.second); }),
           e.end());
@@ -545,8 +548,9 @@ template <class V> void encode_at(const vec<V>& x, output& o, int level) {  // a
 
 template <class V> void encode_at(const row<V>& x, output& o, int level) {  // keys sorted
   const auto by_key = [](const auto& a, const auto& b) { return a.first < b.first; };
-  if (!x.many.empty() || !std::is_sorted(x.entries.begin(), x.entries.end(), by_key)) {
-    row<V> sorted = x;  // (prune() sorts)
+  if (x.many || !std::is_sorted(x.entries.begin(), x.entries.end(), by_key)) {
+    row<V> sorted;  // (prune() sorts)
+    x.each([&](i64 k, const V& v) { sorted.entries.emplace_back(k, v); });
     prune(sorted);
     return encode_at(sorted, o, level);
   }
