@@ -200,6 +200,21 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
+def commit() -> str:
+    """The commit measured (with "+" when the tree has changes), or "unknown"."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+" if dirty else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -220,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     densities = [1e-4, 1e-3, 1e-2, 1e-1]
     rng = np.random.default_rng(7)
     load = os.getloadavg()[0]
-    say(f"machine: {machine()}, load average {load:.2f} at the start; "
+    say(f"machine: {machine()}, load average {load:.2f} at the start; commit {commit()}; "
         f"{time.strftime('%Y-%m-%d')}; times are medians of "
         f"{args.repeat} calls, conversions included; ratios are to the numpy/scipy formula")
     last: dict[str, Row] = {}
@@ -286,7 +301,8 @@ def _time(t: float) -> str:
 def table(last: dict[str, Row], cop: tuple[float, float, float, int] | None,
           repeat: int, load: float) -> str:
     """The README's table: each kernel at the largest case the sweep ran."""
-    lines = [f"Measured by `make bench` on {time.strftime('%Y-%m-%d')} ({machine()}, "
+    lines = [f"Measured by `make bench` on {time.strftime('%Y-%m-%d')}, commit {commit()} "
+             f"({machine()}, "
              f"load average {load:.2f} at the start, g++ `-O3 -march=native`), each kernel "
              "at the largest case its sweep runs; "
              f"times are medians of {repeat} warm calls of the formula, the others ratios "
