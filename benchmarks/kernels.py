@@ -234,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [10**3, 10**4] if args.quick else [10**3, 10**4, 10**5]
     densities = [1e-4, 1e-3, 1e-2, 1e-1]
     rng = np.random.default_rng(7)
-    load = os.getloadavg()[0]
-    say(f"machine: {machine()}, load average {load:.2f} at the start; commit {commit()}; "
+    load, at = os.getloadavg()[0], commit()  # before the run writes its files
+    say(f"machine: {machine()}, load average {load:.2f} at the start; commit {at}; "
         f"{time.strftime('%Y-%m-%d')}; times are medians of "
         f"{args.repeat} calls, conversions included; ratios are to the numpy/scipy formula")
     last: dict[str, Row] = {}
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme:
         (ROOT / "benchmarks" / "kernels-results.txt").write_text("\n".join(printed) + "\n")
         readme = ROOT / "README.md"
-        readme.write_text(with_table(readme.read_text(), table(last, cop, args.repeat, load)))
+        readme.write_text(with_table(readme.read_text(), table(last, cop, args.repeat, load, at)))
         print("\nwrote benchmarks/kernels-results.txt and the README's table")
     return 0
 
@@ -299,9 +299,9 @@ def _time(t: float) -> str:
 
 
 def table(last: dict[str, Row], cop: tuple[float, float, float, int] | None,
-          repeat: int, load: float) -> str:
+          repeat: int, load: float, at: str = "unknown") -> str:
     """The README's table: each kernel at the largest case the sweep ran."""
-    lines = [f"Measured by `make bench` on {time.strftime('%Y-%m-%d')}, commit {commit()} "
+    lines = [f"Measured by `make bench` on {time.strftime('%Y-%m-%d')}, commit {at} "
              f"({machine()}, "
              f"load average {load:.2f} at the start, g++ `-O3 -march=native`), each kernel "
              "at the largest case its sweep runs; "
