@@ -283,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme:
         (ROOT / "benchmarks" / "kernels-results.txt").write_text("\n".join(printed) + "\n")
         readme = ROOT / "README.md"
-        readme.write_text(with_table(readme.read_text(), table(last, cop, args.repeat, load, at)))
+        loads = f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
+        readme.write_text(with_table(readme.read_text(),
+                                     table(last, cop, args.repeat, loads, at)))
         print("\nwrote benchmarks/kernels-results.txt and the README's table")
     return 0
 
@@ -299,11 +301,11 @@ def _time(t: float) -> str:
 
 
 def table(last: dict[str, Row], cop: tuple[float, float, float, int] | None,
-          repeat: int, load: float, at: str = "unknown") -> str:
+          repeat: int, loads: str, at: str = "unknown") -> str:
     """The README's table: each kernel at the largest case the sweep ran."""
     lines = [f"Measured by `make bench` on {time.strftime('%Y-%m-%d')}, commit {at} "
              f"({machine()}, "
-             f"load average {load:.2f} at the start, g++ `-O3 -march=native`), each kernel "
+             f"load average {loads}, g++ `-O3 -march=native`), each kernel "
              "at the largest case its sweep runs; "
              f"times are medians of {repeat} warm calls of the formula, the others ratios "
              "to it (below 1: faster than scipy):", "",
