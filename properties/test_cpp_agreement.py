@@ -299,7 +299,10 @@ def test_the_lowerings_own_shapes_compile_and_agree(envs: tuple[dict[str, Value]
 FILLS = {
     FILLED_TEXTS[0]: True, FILLED_TEXTS[1]: True, FILLED_TEXTS[2]: False,
     "sum(<i, row> in X2) let p = i + 1 in {p -> sum(<j, b> in row) {j -> b}}": True,
-    "sum(<j, b> in x) sum(<i, r> in M) {i -> {j -> b}}": False}
+    "sum(<j, b> in x) sum(<i, r> in M) {i -> {j -> b}}": False,
+    # the writes under a conditional count as the others do
+    "sum(<i, row> in X2) if i = 0 then {i -> sum(<j, b> in row) {j -> b}}": True,
+    "sum(<i, row> in X2) if i = 0 then {i -> {i -> 2.0}}": False}
 
 
 def test_a_dense_destination_is_filled_where_the_inner_key_iterates_inside() -> None:
