@@ -413,3 +413,47 @@ def test_a_matrix_result_with_dense_rows_under_a_sparse_layer() -> None:
     got: Any = f(A=a, B=b)
     assert isinstance(got, sp.csr_array)
     assert np.array_equal(got.toarray(), np.array([[3.0, 4.0], [0.0, 0.0], [3.0, 4.0]]))
+
+
+class _Terminal:
+    """A stderr that says it is a terminal, keeping what is written to it."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        self.text += s
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_a_first_call_says_what_it_does_on_a_terminal_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The slow work of a first call (saturation, g++) is announced on stderr where a
+    person watches: a terminal, unless SDQLITE_QUIET is set; a later call says nothing."""
+    monkeypatch.setenv("SDQLITE_CACHE", str(tmp_path))
+    monkeypatch.setenv("SDQLITE_CXXFLAGS", "-O0")
+    monkeypatch.delenv("SDQLITE_QUIET", raising=False)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    f = sdqlite.compile("x : real\nx * x + 2.5", wrt="x", name="announced")
+    assert f(x=3.0) == 6.0
+    assert terminal.text.splitlines() == [
+        "sdqlite: optimizing announced for these inputs (once: cached after)",
+        "sdqlite: compiling announced with the C++ compiler (once: cached after)"]
+    terminal.text = ""
+    assert f(x=1.0) == 2.0 and sdqlite.compile("x : real\nx * x + 2.5", wrt="x",
+                                               name="announced")(x=1.0) == 2.0
+    assert terminal.text == ""  # cached: the plan and the object
+    monkeypatch.setenv("SDQLITE_QUIET", "1")
+    assert sdqlite.compile("x : real\nx * x + 3.5", wrt="x")(x=1.0) == 2.0
+    assert terminal.text == ""
+    monkeypatch.delenv("SDQLITE_QUIET")
+    monkeypatch.setattr(terminal, "isatty", lambda: False)  # a file, a pipe: quiet
+    assert sdqlite.compile("x : real\nx * x + 4.5", wrt="x")(x=1.0) == 2.0
+    assert terminal.text == ""
