@@ -289,7 +289,9 @@ CHECK_THREADS_FROM = 1 << 18
 
 
 def _check_threads(entries: int) -> int:
-    return 2 if entries >= CHECK_THREADS_FROM and len(os.sched_getaffinity(0)) > 1 else 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        (os.cpu_count() or 1)  # (the cores this process may run on, where it is known)
+    return 2 if entries >= CHECK_THREADS_FROM and cores > 1 else 1
 
 
 def _index(name: str, a: Any, what: str) -> Any:
