@@ -26,14 +26,9 @@ def cost_model(g: EGraph[Info]) -> Callable[[ENode, list[float]], float]:
     1 over a class with a term of one entry at most (``Info.one``), which is then what
     the class is extracted as (its other terms cost ∞);
     a product with a dictionary factor (an outer product) 1000 + kids."""
-    def one(node: ENode) -> bool:  # Info.one of the node alone
-        kids = [g.data(c).one for c in node.children]
-        op = node.op[0] if isinstance(node.op, tuple) else node.op
-        return op in ("single", "zero") or (op in ("keep", "let") and kids[-1]) or \
-            (op == "sum" and all(kids))
-
     def cost(node: ENode, kids: list[float]) -> float:
-        if not one(node) and (cid := g.lookup(node)) is not None and g.data(cid).one:
+        if not g.analysis.make(g, node).one and (cid := g.lookup(node)) is not None \
+                and g.data(cid).one:
             return math.inf  # a class of one entry at most is extracted as such
         op = node.op
         if isinstance(op, tuple):
