@@ -154,7 +154,6 @@ template <class V> struct row {
       for (const auto& [k, v] : *many) f(k, v);
   }
 
-  bool empty() const { return entries.empty() && (!many || many->empty()); }
   i64 size() const { return i64(entries.size() + (many ? many->size() : 0)); }
 };
 
@@ -212,11 +211,6 @@ template <class V> bool is_zero(const arr<V>& a) {
   for (i64 i = 0; i < a.n; i++)
     if (!is_zero(a.p[i])) return false;
   return true;
-}
-template <class V> bool is_zero(const row<V>& r) {
-  bool zero = true;
-  r.each([&](i64, const V& v) { zero = zero && is_zero(v); });
-  return zero;
 }
 
 // Drop the entries that became zero, innermost first.  Only dictionary layers written in
