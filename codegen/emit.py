@@ -165,9 +165,11 @@ class Names:
 #: where a kernel's result goes (``codegen/results.py`` chooses):
 #:   value  built by the kernel, handed back as its buffers
 #:   vec    the same, its outer layer an array of the n positions the caller gives
+#:   rows   a matrix of scalars whose rows the kernel writes in key order: appended to
+#:          CSR arrays as they come (``sdql::csr``), the arrays handed back
 #:   dense  every layer an array of known size over reals, written in place into the
 #:          caller's zeroed memory (its shape given by the caller)
-Destination = Literal["value", "vec", "dense"]
+Destination = Literal["value", "vec", "rows", "dense"]
 
 #: the C++ element type of a flat array, by numpy dtype name
 FLAT_TYPES = {"float64": "double", "int64": "sdql::i64", "int32": "std::int32_t"}
@@ -224,7 +226,7 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
              f"    return {'nullptr' if dest == 'dense' else 'sdql::encode(result)'};\n"
              f"  }});\n}}\n")
     result = {"value": low.type, "vec": _dense_layers(low.type, 1),
-              "dense": _dense_layers(low.type, None)}[dest]
+              "rows": _dense_layers(low.type, 1), "dense": _dense_layers(low.type, None)}[dest]
     return Kernel(name, text, low.inputs, result, em.spans, frozenset(em.ops), flats, dest)
 
 
@@ -242,6 +244,11 @@ def _destination(t: Type, dest: Destination) -> tuple[str, str]:
             else:
                 vec = f"sdql::vec<{cpp_type(below)}>"
             return vec, f"{vec} result{{lens[next]}};"
+        case "rows":
+            assert isinstance(t, DictT) and isinstance(t.val, DictT) and not t.val.dense \
+                and t.val.val in (REAL, INT), "a matrix of scalars"
+            csr = f"sdql::csr<{cpp_type(t.val.val)}>"
+            return csr, f"{csr} result{{lens[next]}};"
         case "dense":
             depth = len(_layers(t))
             assert depth and scalar_of(t) == REAL, "reals under dictionary layers"

@@ -104,7 +104,7 @@ class Native:
             assert dest is not None and dest.flags.c_contiguous and dest.dtype == np.float64
             ptrs += [dest.ctypes.data] + [None] * (dest.ndim - 1)
             lens += list(dest.shape)
-        elif self.kernel.dest == "vec":
+        elif self.kernel.dest in ("vec", "rows"):
             ptrs.append(None)
             lens.append(int(dest))
         n = max(1, len(ptrs))

@@ -6,7 +6,10 @@ Result layers have storage formats as inputs do (DESIGN.md, "Results have format
           it, zeroed, and the kernel adds into it in place (``sdql::dense_ref``): nothing
           is copied back
   vec     a dictionary result whose outer layer's size is known: the kernel accumulates
-          into an array of its rows (``sdql::vec``), hash maps below
+          into an array of its rows (``sdql::vec``), short sorted rows or hash maps below
+  rows    the same for a matrix of scalars whose rows the kernel writes in key order
+          (``in_order``): each row is appended to CSR arrays when the next starts
+          (``sdql::csr``), and those arrays come back as they are
   value   anything else, built by the kernel and handed back as its buffers
 
 A destination of known size is used only where it fits in memory (the size of a layer
@@ -34,6 +37,7 @@ from codegen import data as D
 from codegen.dps import (
     RESULT,
     AddInto,
+    Assign,
     Bind,
     Decl,
     Enter,
@@ -45,7 +49,7 @@ from codegen.dps import (
 )
 from codegen.emit import Destination as Dest
 from sdqlite.check.sizes import NO_KEYS, Size
-from sdqlite.syntax.ast import Expr, Var, free_vars
+from sdqlite.syntax.ast import Expr, Range, SubArray, Var, free_vars
 from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, scalar_of
 from semantics.values import is_zero
 
@@ -68,12 +72,15 @@ def choose(t: Type, sizes: list[Size], destination: Destination, low: Lowered | 
     if scalar_of(t) == REAL and all(s not in (None, NO_KEYS) for s in sizes[:depth]) and (
             depth == 1 or (low is not None and filled(low, depth))):
         return "dense"
+    if (depth == 2 and isinstance(t.val, DictT) and not t.val.dense
+            and scalar_of(t) in (REAL, INT) and low is not None and in_order(low)):
+        return "rows"
     return "vec"
 
 
 def shape(dest: Dest, t: Type, sizes: list[Size], bounds: Mapping[str, int]) -> list[int]:
     """The sizes of the layers a destination stores as arrays."""
-    depth = {"value": 0, "vec": 1, "dense": len(D.layers(t))}[dest]
+    depth = {"value": 0, "vec": 1, "rows": 1, "dense": len(D.layers(t))}[dest]
     return [bounds[str(s)] for s in sizes[:depth]]
 
 
@@ -87,7 +94,7 @@ def allocate(dest: Dest, t: Type, sizes: list[Size], bounds: Mapping[str, int]) 
     match dest:
         case "dense":
             return np.zeros(shape(dest, t, sizes, bounds))
-        case "vec":
+        case "vec" | "rows":
             return bounds[str(sizes[0])]
     return None
 
@@ -133,6 +140,47 @@ def filled(low: Lowered, depth: int) -> bool:
     return bool(writes) and all(writes)
 
 
+def in_order(low: Lowered) -> bool:
+    """Does the lowered program write the result's rows in key order, each whole before
+    the next: every write into the result inside one loop at the top, over positions in
+    ascending order (a range, a sub-array, an array), at the row of that loop's key
+    (``result[k][…] += …`` for the loop's own k; a range's value is its key)?"""
+    writing = [st for st in low.body if _writes(st, {RESULT})]
+    if len(writing) != 1 or not isinstance(loop := writing[0], Loop):
+        return False
+    if not (isinstance(loop.dom, Range | SubArray) or loop.dom_type.dense):
+        return False
+    rows = {Var(loop.key)} | ({Var(loop.val)} if isinstance(loop.dom, Range) else set())
+    ok = True
+
+    def walk(stmts: Sequence[Stmt], entered: set[str]) -> None:
+        nonlocal ok
+        for st in stmts:
+            match st:
+                case Loop(_, _, _, _, body) | When(_, body):
+                    walk(body, entered)
+                case Enter(name, dest, _) if dest.root in entered:
+                    entered = entered | {name}  # a row, or inside one: fixed by the loop
+                case Enter(name, dest, _) if dest.root == RESULT:
+                    ok = ok and bool(dest.keys) and dest.keys[0] in rows
+                    entered = entered | {name}
+                case AddInto(dest) | MulAddInto(dest) | Assign(dest) if dest.root == RESULT:
+                    ok = ok and bool(dest.keys) and dest.keys[0] in rows
+
+    walk(loop.body, set())
+    return ok
+
+
+def _writes(st: Stmt, roots: set[str]) -> bool:
+    """Does the statement write into one of ``roots`` (or an entry of one)?"""
+    match st:
+        case Loop(_, _, _, _, body) | When(_, body):
+            return any(_writes(s, roots) for s in body)
+        case Enter(_, dest, _) | AddInto(dest) | MulAddInto(dest) | Assign(dest):
+            return dest.root in roots
+    return False
+
+
 def convert(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
             bounds: Mapping[str, int], output: Output) -> Any:
     """The result as ``output`` asks: ``stored`` is how the buffers hold it (a dense
@@ -165,6 +213,15 @@ def convert(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
                 return arr
         elif scalar_of(t) == REAL and len(layers) <= 2 and None not in shape:
             dims = [int(n) for n in shape if n is not None]
+            if whole and not layers[1].dense and len(bufs[0]) == 2 and bufs[0][1] == dims[0]:
+                # rows 0 .. n-1 in order, each sorted (sdql::row, sdql::csr): CSR's arrays,
+                # their column indices checked against the size as below
+                cols = bufs[3]
+                if len(cols) == 0 or (cols.min() >= 0 and cols.max() < dims[1]):
+                    m = scipy.sparse.csr_array((bufs[-1], cols, bufs[2]),
+                                               shape=(dims[0], dims[1]))
+                    m.has_sorted_indices = True
+                    return m
             keys, vals = D.to_coo(bufs, stored)
             # the result's sizes bound its keys (test_sizes.py): the check keeps a bug
             # there from making a wrong array
@@ -176,12 +233,6 @@ def convert(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
                     out = np.zeros(dims[0])
                     out[keys[0]] = vals
                     return out
-                if whole and not layers[1].dense:  # rows 0 .. n-1 in order, each sorted
-                    # (sdql::row): CSR's arrays
-                    m = scipy.sparse.csr_array((bufs[-1], bufs[3], bufs[2]),
-                                               shape=(dims[0], dims[1]))
-                    m.has_sorted_indices = True
-                    return m
                 return scipy.sparse.csr_array((vals, (keys[0], keys[1])),
                                               shape=(dims[0], dims[1]))
     decoded: Any = D.decode(bufs, stored)

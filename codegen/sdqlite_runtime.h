@@ -35,6 +35,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <system_error>
 #include <thread>
 #include <type_traits>
@@ -593,6 +594,70 @@ template <class T> void count_at(const T& x, i64* n) {
   }
 }
 
+// A matrix result whose rows the kernel writes in key order (codegen/results.py, "rows"):
+// the row being written is a workspace (a sdql::row), appended to CSR arrays, sorted and
+// without zeros, when the next row starts; rows never written stay empty.  No storage per
+// row, and the arrays are the output itself.
+template <class V> struct csr {
+  i64 n, cur = -1;  // rows 0 .. n-1; the row in the workspace (-1: none yet, n: finished)
+  row<V> ws;
+  std::unique_ptr<output> o = std::make_unique<output>();
+  std::vector<i64>& pos;
+  std::vector<i64>& idx;
+  std::vector<V>& val;
+
+  explicit csr(i64 n_) : n(n_), pos(index(2)), idx(index(3)), val(leaves()) {
+    o->index[0] = {0, n};  // a dense outer layer of n rows, starting at 0
+    o->index[1] = {0};
+    pos.reserve(std::size_t(n + 1));
+    pos.push_back(0);
+    idx.reserve(std::size_t(n));  // a guess, an entry a row (reserved, not touched: free)
+    val.reserve(std::size_t(n));
+  }
+
+  std::vector<i64>& index(std::size_t k) {
+    o->index.resize(4);
+    return o->index[k];
+  }
+
+  std::vector<V>& leaves() {
+    if constexpr (std::is_same_v<V, double>) return o->reals;
+    else return o->ints;
+  }
+
+  row<V>& operator[](i64 k) {
+    if (k != cur) start(k);
+    return ws;
+  }
+
+  void start(i64 k) {
+    if (k < 0 || k >= n) fail(OUTSIDE, -1, double(k));
+    if (k < cur) throw std::logic_error("a row of the result was written after a later one");
+    flush();
+    while (i64(pos.size()) <= k) pos.push_back(i64(idx.size()));  // the rows before k end
+    cur = k;
+  }
+
+  void flush() {  // the workspace's entries, sorted and without zeros, appended
+    if (ws.many || ws.entries.size() > 1) prune(ws);
+    for (const auto& e : ws.entries) {
+      if (is_zero(e.second)) continue;  // (a row of one entry is not pruned)
+      idx.push_back(e.first);
+      val.push_back(e.second);
+    }
+    ws.entries.clear();
+  }
+
+  void finish() {
+    if (cur == n) return;
+    flush();
+    while (i64(pos.size()) <= n) pos.push_back(i64(idx.size()));
+    cur = n;
+  }
+};
+
+template <class V> void prune(csr<V>& x) { x.finish(); }
+
 template <class T> output* encode(const T& x) {
   auto o = std::make_unique<output>();  // released if encoding throws (bad_alloc)
   constexpr int D = depth<T>::value;
@@ -610,6 +675,11 @@ template <class T> output* encode(const T& x) {
   else o->ints.reserve(std::size_t(n[D]));
   encode_at(x, *o, 0);
   return o.release();
+}
+
+template <class V> output* encode(csr<V>& x) {
+  x.finish();
+  return x.o.release();
 }
 
 // Ctrl-C while a kernel runs: the handler run() installs sets the flag the loops poll.

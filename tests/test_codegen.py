@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -372,15 +373,16 @@ def test_a_sum_over_one_entry_skips_a_zero_value(entry: str, want: float) -> Non
 
 def test_a_matrix_result_comes_back_as_csr_with_sorted_columns() -> None:
     """A result whose first layer is an array (``vec``) and whose rows are sparse comes
-    back as the CSR arrays the kernel wrote, each row sorted by column (``sdql::row``):
-    rows of one entry (VVA's identity), and rows written out of order, with more entries
-    than a row scans (16) and with entries that cancel."""
+    back as the CSR arrays the kernel wrote, each row sorted by column: rows of one entry
+    written in key order (VVA's identity, appended as they come: ``sdql::csr``), and rows
+    written out of order (``sdql::row``), with more entries than a row scans (16) and with
+    entries that cancel."""
     f = sdqlite.compile("V1 : {dense_int[n] -> real}\nV2 : {int[n] -> real}\n"
                         "(sum(<i, a> in V1) {i -> a}) + V2", wrt="V1")
     got: Any = f(V1=np.ones(5), V2=sp.coo_array(([1.0], ([2],)), shape=(5,)))
     assert isinstance(got, sp.csr_array) and got.has_sorted_indices
     assert np.array_equal(got.toarray(), np.eye(5))
-    assert "sdql::vec<sdql::row<double>> result" in f.cpp({"V1": np.ones(5), "V2": np.ones(5)})
+    assert "sdql::csr<double> result" in f.cpp({"V1": np.ones(5), "V2": np.ones(5)})
     # A^T A of a matrix of ±1 (columns shuffled within rows): rows of 30 entries, written
     # out of order, some of them cancelling to exactly zero
     rng = np.random.default_rng(1)
@@ -400,6 +402,70 @@ def test_a_matrix_result_comes_back_as_csr_with_sorted_columns() -> None:
     assert np.array_equal(got.toarray(), want)
     assert got.nnz == np.count_nonzero(want)  # the cancelled entries are gone
     assert "sdql::vec<sdql::row<double>> result" in g.cpp({"A": shuffled})
+
+
+def _pm_ones(rows: int, cols: int, seed: int) -> tuple[Any, Any]:
+    """A dense matrix of ±1 with a zero row, and its CSR with columns shuffled in rows."""
+    rng = np.random.default_rng(seed)
+    a = rng.choice([-1.0, 1.0], (rows, cols))
+    a[rows // 2] = 0.0
+    m = sp.csr_array(a)
+    perm = [rng.permutation(np.arange(lo, hi)) for lo, hi in pairwise(m.indptr)]
+    shuffled = sp.csr_array((m.data[np.concatenate(perm)], m.indices[np.concatenate(perm)],
+                             m.indptr), shape=a.shape)
+    return a, shuffled
+
+
+def test_rows_written_in_key_order_are_appended_as_csr() -> None:
+    """A matrix result whose rows the kernel writes in order, row i in the iteration of
+    A's row i (``results.in_order``), is appended to CSR arrays as the rows come
+    (``sdql::csr``): rows of more entries than a row scans, written out of column order,
+    entries that cancel, a row never written."""
+    a, shuffled = _pm_ones(40, 30, 2)
+    f = sdqlite.compile("A : {int[m] -> {int[n] -> real}}\nsum(<i, r> in A) "
+                        "sum(<j, v> in r) sum(<k, w> in r) {i -> {k -> v * w}}")
+    assert "sdql::csr<double> result" in f.cpp({"A": shuffled})
+    got: Any = f(A=shuffled)
+    want = a.sum(axis=1, keepdims=True) * a  # row i: (the sum of row i) * row i
+    assert np.count_nonzero(want.sum(axis=1) == 0) > 1  # rows that cancel whole
+    assert isinstance(got, sp.csr_array) and got.has_sorted_indices
+    assert all(np.all(np.diff(got.indices[lo:hi]) > 0) for lo, hi in pairwise(got.indptr))
+    assert np.array_equal(got.toarray(), want) and got.nnz == np.count_nonzero(want)
+
+
+@pytest.mark.parametrize(("source", "formats", "why"), [
+    # two loops write the rows, each in order: the second starts at row 0 again
+    ("V : {dense_int[n] -> real}\n"
+     "(sum(<i, a> in V) {i -> {i -> a}}) + (sum(<i, a> in V) {i -> {0 -> a}})", {}, "writers"),
+    # rows keyed by a column, not by the loop's own key (A^T A)
+    ("A : {int[m] -> {int[n] -> real}}\n"
+     "sum(<i, r> in A) sum(<j, v> in r) sum(<k, w> in r) {j -> {k -> v * w}}", {}, "key"),
+    # a loop over a hash map: its keys in hash order
+    ("V : {int[n] -> real}\nsum(<i, a> in V) {i -> {i -> a}}", {"V": "dict"}, "order"),
+])
+def test_rows_not_written_in_order_are_not_appended(
+        source: str, formats: dict[str, str], why: str) -> None:
+    """Each condition of ``results.in_order`` is needed: without it these kernels would
+    append a row after a later one (and fail)."""
+    f = sdqlite.compile(source, formats=formats, optimize=False, normalize=False)
+    _, shuffled = _pm_ones(40, 30, 3)
+    data = {"V": np.arange(1.0, 51.0)} if "V :" in source else {"A": shuffled}
+    if formats:
+        data = {"V": sp.coo_array((np.arange(1.0, 51.0), (np.arange(50) * 7 % 50,)),
+                                  shape=(50,))}
+    assert "sdql::csr" not in f.cpp(data), why
+    got, want = f(**data), sdqlite.evaluate(source, **data)
+    assert _as_dict(got) == _as_dict(want)
+
+
+def _as_dict(x: Any) -> Any:
+    if not isinstance(x, sp.csr_array):
+        return x
+    coo = x.tocoo()
+    out: dict[int, dict[int, float]] = {}
+    for i, j, v in zip(coo.row.tolist(), coo.col.tolist(), coo.data.tolist(), strict=True):
+        out.setdefault(i, {})[j] = v
+    return out
 
 
 def test_a_matrix_result_with_dense_rows_under_a_sparse_layer() -> None:
