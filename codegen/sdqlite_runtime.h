@@ -34,6 +34,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <system_error>
@@ -532,6 +533,46 @@ struct output {
   output& operator=(const output&) = delete;
 };
 
+// Outputs freed by the caller are kept for the next call (the last few, up to KEEP bytes
+// of capacity), emptied: its buffers then reuse pages already touched.  Fresh pages cost
+// a fault each, which in a small VM is most of the time of writing a large result.
+struct recycler {
+  static constexpr std::size_t KEEP = std::size_t(1) << 26, SLOTS = 2;
+  std::mutex m;
+  std::vector<std::unique_ptr<output>> kept;
+
+  static std::size_t bytes(const output& o) {
+    std::size_t b = 8 * (o.reals.capacity() + o.ints.capacity());
+    for (const auto& v : o.index) b += 8 * v.capacity();
+    return b;
+  }
+
+  std::unique_ptr<output> take() {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      if (!kept.empty()) {
+        auto o = std::move(kept.back());
+        kept.pop_back();
+        return o;
+      }
+    }
+    return std::make_unique<output>();
+  }
+
+  void give(output* o) {
+    std::unique_ptr<output> mine(o);
+    for (auto& v : o->index) v.clear();
+    o->reals.clear();
+    o->ints.clear();
+    std::lock_guard<std::mutex> lock(m);
+    std::size_t total = bytes(*o);
+    for (const auto& k : kept) total += bytes(*k);
+    if (kept.size() < SLOTS && total <= KEEP) kept.push_back(std::move(mine));
+  }
+};
+
+inline recycler outputs;
+
 template <class T> void encode_at(const T& x, output& o, int level);
 
 template <class V> void encode_at(const vec<V>& x, output& o, int level) {  // a dense layer
@@ -601,7 +642,7 @@ template <class T> void count_at(const T& x, i64* n) {
 template <class V> struct csr {
   i64 n, cur = -1;  // rows 0 .. n-1; the row in the workspace (-1: none yet, n: finished)
   row<V> ws;
-  std::unique_ptr<output> o = std::make_unique<output>();
+  std::unique_ptr<output> o = outputs.take();
   std::vector<i64>& pos;
   std::vector<i64>& idx;
   std::vector<V>& val;
@@ -659,7 +700,7 @@ template <class V> struct csr {
 template <class V> void prune(csr<V>& x) { x.finish(); }
 
 template <class T> output* encode(const T& x) {
-  auto o = std::make_unique<output>();  // released if encoding throws (bad_alloc)
+  auto o = outputs.take();  // released if encoding throws (bad_alloc)
   constexpr int D = depth<T>::value;
   i64 n[D + 1] = {};
   if constexpr (D > 0) count_at(x, n); else n[0] = 1;
@@ -931,7 +972,7 @@ sdql::i64 sdql_output_buffer(const sdql::output* o, sdql::i64 k, const void** da
   return sdql::i64(o->reals.size());
 }
 
-void sdql_output_free(sdql::output* o) { delete o; }
+void sdql_output_free(sdql::output* o) { sdql::outputs.give(o); }
 
 sdql::i64 sdql_check_compressed(const void* pos, sdql::i64 pos_w, const void* idx, sdql::i64 idx_w,
                                 const double* val, sdql::i64 n_outer, sdql::i64 n_inner,
@@ -957,5 +998,8 @@ sdql::i64 sdql_check_coo(const void* outer, sdql::i64 outer_w, const void* inner
     });
   });
 }
-sdql::i64 sdql_outputs_live() { return sdql::outputs_live; }
+sdql::i64 sdql_outputs_live() {  // made and not yet freed by the caller (kept ones are free)
+  std::lock_guard<std::mutex> lock(sdql::outputs.m);
+  return sdql::outputs_live - sdql::i64(sdql::outputs.kept.size());
+}
 }

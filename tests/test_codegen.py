@@ -468,6 +468,27 @@ def _as_dict(x: Any) -> Any:
     return out
 
 
+def test_a_result_freed_is_reused_and_one_alive_is_not() -> None:
+    """A result's buffers, once numpy lets them go, are kept for the next call (their pages
+    already touched: ``sdql::recycler``); a result still alive is never written again."""
+    f = sdqlite.compile("V : {dense_int[n] -> real}\nsum(<i, a> in V) {i -> {i -> a}}")
+    spec = f.specialize(f.read({"V": np.ones(3)}))
+    assert spec.native is not None
+    big: Any = f(V=np.arange(1.0, 51.0))
+    small: Any = f(V=np.array([7.0, 0.0, 9.0]))
+    assert np.array_equal(big.toarray(), np.diag(np.arange(1.0, 51.0)))  # untouched
+    assert spec.native.live() == 2
+    where = big.indices.ctypes.data
+    del big
+    assert spec.native.live() == 1
+    again: Any = f(V=np.array([2.0, 3.0]))  # into the buffers big had
+    assert again.indices.ctypes.data == where
+    assert np.array_equal(again.toarray(), np.diag([2.0, 3.0])) and again.nnz == 2
+    assert np.array_equal(small.toarray(), np.diag([7.0, 0.0, 9.0])) and small.nnz == 2
+    del small, again
+    assert spec.native.live() == 0
+
+
 def test_a_matrix_result_with_dense_rows_under_a_sparse_layer() -> None:
     """{int -> {dense_int -> real}} into a ``vec`` destination: its rows are dense arrays,
     not CSR's arrays (read as such, scipy refused them: 'indices and data should have the
