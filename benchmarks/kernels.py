@@ -10,6 +10,7 @@ dense variable as §7 defines it, compiled four ways:
                result's outer layer an array where its size is known ("∇SD (arr)")
   arr-no-norm  arr without multiplication normalization    (Fig. fig:batax:opt)
   arr-no-dps   arr without destination-passing style         (Fig. fig:batax:opt)
+  arr-2t       arr with threads=2: the outer loops in two chunks on two threads
 
 and the hand-written numpy/scipy formula for the same gradient.  Each system's result
 is checked against the formula first; then a call is timed (the median of ``--repeat``
@@ -140,7 +141,7 @@ KERNELS: dict[str, KernelSpec] = {
         lambda n, d: 2 * d * n * n + n),
 }
 
-SYSTEMS = ("dict", "arr", "arr-no-norm", "arr-no-dps")
+SYSTEMS = ("dict", "arr", "arr-no-norm", "arr-no-dps", "arr-2t")
 ROOT = Path(__file__).resolve().parent.parent
 #: the README's lines between these two are written by --readme
 BEGIN = "<!-- the table below is written by make bench (benchmarks/kernels.py --readme) -->"
@@ -171,7 +172,8 @@ def compiled(k: KernelSpec, system: str) -> Compiled:
     return sdqlite.compile(k.source, wrt=k.wrt, formats={k.sparse: fmt},
                            normalize=system != "arr-no-norm", dps=system != "arr-no-dps",
                            name=f"{system.replace('-', '_')}",
-                           destination="dict" if system == "dict" else "dense")
+                           destination="dict" if system == "dict" else "dense",
+                           threads=2 if system == "arr-2t" else 1)
 
 
 def agree(got: Any, want: Any) -> bool:
@@ -277,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                 say(f"{n:>7} {d:>8g} {nnz:>9} {base:>10.2e}  " + "  ".join(cells))
         if built:
             say("g++ -O3 s: " + "  ".join(f"{s} {_build(f)}" for s, f in systems.items())
-                + f"; the first calls of all four, pipeline included: {compile_s:.1f} s")
+                + f"; the first calls of all, pipeline included: {compile_s:.1f} s")
     cop = cop20k(args.repeat) if (args.cop20k if args.cop20k is not None else
                                   not args.quick) else None
     if args.readme:
@@ -310,9 +312,9 @@ def table(last: dict[str, Row], cop: tuple[float, float, float, int] | None,
              f"times are medians of {repeat} warm calls of the formula, the others ratios "
              "to it (below 1: faster than scipy):", "",
              "| kernel, gradient w.r.t. the dense variable | n | density | entries | scipy "
-             "| dict | arr | arr C++ |", "|---|---|---|---|---|---|---|---|"]
+             "| dict | arr | arr, 2 threads | arr C++ |", "|---|---|---|---|---|---|---|---|---|"]
     for name, r in last.items():
-        cells = " | ".join(f"{r.ratios[s]:.2f}×" for s in ("dict", "arr", "arr C++"))
+        cells = " | ".join(f"{r.ratios[s]:.2f}×" for s in ("dict", "arr", "arr-2t", "arr C++"))
         lines.append(f"| {NAMES[name]} | {_power(r.n)} | {_power(r.density)} | {r.nnz:,} | "
                      f"{_time(r.scipy)} | {cells} |")
     if cop is not None:

@@ -20,6 +20,12 @@ scalar; for ``output="auto"``, as a numpy array for a real vector or a dense arr
 ``scipy.sparse.csr_array`` for a real matrix (``{int -> {int -> real}}``) — when the data
 fix the size of each layer (``sdqlite.check.sizes``) — and otherwise as an SDQLite value,
 as ``output="value"`` always.
+
+``threads=N`` lets a call use N threads: the check of large scipy inputs, and the loops
+at the top of the kernel that add into one destination (``codegen/emit.py``,
+``parallel_loops``), cut into N chunks of positions.  The result depends on N (sums
+grouped otherwise round otherwise), never on scheduling; ``threads=1``, the default,
+gives the same result on every machine.
 """
 
 from __future__ import annotations
@@ -123,6 +129,7 @@ class Compiled:
     output: Output
     name: str  # of the generated function (a C++ identifier is made of it)
     destination: Destination
+    threads: int = 1  # a loop at the top of the kernel, and the check of the data, may use
     cache: dict[tuple[object, ...], Specialized] = field(default_factory=dict)
     lowered: dict[tuple[object, ...], Lowering] = field(default_factory=dict)
     resolved: dict[tuple[str, str, Type], Format] = field(default_factory=dict)  # formats_of
@@ -186,7 +193,8 @@ class Compiled:
         extra = sorted(set(inputs) - needed - set(decls))
         if extra:
             raise DataError(f"{', '.join(extra)}: not an input of the program")
-        return {x: I.read(x, inputs[x], decls[x].type if x in decls else None)
+        return {x: I.read(x, inputs[x], decls[x].type if x in decls else None,
+                          threads=self.threads)
                 for x in self.order}
 
     def check_sizes(self, args: Mapping[str, Arg]) -> dict[str, int]:
@@ -319,7 +327,9 @@ class Compiled:
         """Run the built kernel on its input buffers; convert the result (to
         ``self.output``)."""
         assert spec.native is not None
-        out = spec.native(inputs, R.allocate(spec.kernel.dest, spec.result, spec.sizes, bounds))
+        work = sum(b.size for bufs in inputs for b in bufs)
+        out = spec.native(inputs, R.allocate(spec.kernel.dest, spec.result, spec.sizes, bounds),
+                          threads=self.threads if work >= PARALLEL_FROM else 1)
         return R.convert(out, spec.kernel.result, spec.result, spec.sizes, bounds,
                          self.output)
 
@@ -360,23 +370,23 @@ class Compiled:
 def compile(source: str | Program, wrt: str | None = None,
             formats: Mapping[str, str] | None = None, *, optimize: bool = True,
             normalize: bool = True, dps: bool = True, limits: Limits | None = None,
-            output: Output = "auto", name: str = "kernel", destination: Destination = "dense"
-            ) -> Compiled: ...
+            output: Output = "auto", name: str = "kernel", destination: Destination = "dense",
+            threads: int = 1) -> Compiled: ...
 
 
 @overload
 def compile(source: str | Program, wrt: Sequence[str],
             formats: Mapping[str, str] | None = None, *, optimize: bool = True,
             normalize: bool = True, dps: bool = True, limits: Limits | None = None,
-            output: Output = "auto", name: str = "kernel", destination: Destination = "dense"
-            ) -> Compiled | Gradients: ...
+            output: Output = "auto", name: str = "kernel", destination: Destination = "dense",
+            threads: int = 1) -> Compiled | Gradients: ...
 
 
 def compile(source: str | Program, wrt: str | Sequence[str] | None = None,
             formats: Mapping[str, str] | None = None, *, optimize: bool = True,
             normalize: bool = True, dps: bool = True, limits: Limits | None = None,
-            output: Output = "auto", name: str = "kernel", destination: Destination = "dense"
-            ) -> Compiled | Gradients:
+            output: Output = "auto", name: str = "kernel", destination: Destination = "dense",
+            threads: int = 1) -> Compiled | Gradients:
     """Compile an SDQLite program (its source text: declarations, then an expression) to
     C++, differentiated w.r.t. ``wrt`` when given (several names: a tuple of gradients);
     call the result with the inputs, by name or in declaration order.
@@ -398,14 +408,18 @@ def compile(source: str | Program, wrt: str | Sequence[str] | None = None,
         if value not in allowed:
             raise DataError(f"{option}={value!r}: choose one of "
                             f"{', '.join(map(repr, allowed))}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise DataError(f"threads={threads!r}: give how many threads a call may use, a whole "
+                        "number, 1 or more")
     if wrt is None or isinstance(wrt, str):
         return Compiled(program, wrt, dict(formats or {}), optimize, normalize, dps,
-                        limits or Limits(), output, name, destination)
+                        limits or Limits(), output, name, destination, threads=threads)
     if not (isinstance(wrt, Sequence) and wrt and all(isinstance(x, str) for x in wrt)):
         raise DataError(f"wrt is {wrt!r}: give the name of an input (wrt=\"x\") or a tuple "
                         "of names (wrt=(\"x\", \"b\"))")
     return Gradients([Compiled(program, x, dict(formats or {}), optimize, normalize, dps,
-                               limits or Limits(), output, f"{name}_{x}", destination)
+                               limits or Limits(), output, f"{name}_{x}", destination,
+                               threads=threads)
                       for x in wrt])
 
 
@@ -488,6 +502,10 @@ def _elements(low: Lowered, flat: Mapping[str, Mapping[str, str]], kinds: Mappin
 
 
 #: a flat array's C++ element type by its dtype (dtype objects: ``.name`` is slow per call)
+#: the input entries (buffer elements) from which a kernel's loops run on several threads
+#: when asked to (a thread costs ~50 µs to start here; less work is done sooner on one)
+PARALLEL_FROM = 1 << 16
+
 _ELEMENTS = {np.dtype(name): cpp for name, cpp in FLAT_TYPES.items()}
 
 

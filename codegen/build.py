@@ -86,10 +86,16 @@ def _identity(cxx: str, opts: tuple[str, ...]) -> str:
     return version + target
 
 
+def _environment() -> dict[str, str]:
+    """The compiler's environment: this process's, without what is preloaded into it (the
+    sanitizer runs preload a sanitizer's runtime into Python, not meant for g++)."""
+    return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+
+
 def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(cmd, capture_output=True, text=True, errors="replace",
-                              preexec_fn=_die_with_parent)
+                              preexec_fn=_die_with_parent, env=_environment())
     except OSError as err:  # not an executable, not allowed to run it
         raise BuildError(f"CXX={_shown(os.environ.get('CXX', 'g++'))}: cannot run the C++ "
                          f"compiler {_shown(cmd[0])}: {err.strerror or err}") from None
@@ -115,7 +121,7 @@ def _run_guarded(cmd: list[str]) -> subprocess.CompletedProcess[str]:
     try:
         proc = subprocess.Popen(["/bin/sh", "-c", GUARD, "sh", *cmd], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, errors="replace",
-                                process_group=0,
+                                process_group=0, env=_environment(),
                                 preexec_fn=lambda: _die_with_parent(signal.SIGTERM))
     except OSError as failed:
         raise BuildError(f"cannot run the shell /bin/sh: {failed.strerror or failed}") from None

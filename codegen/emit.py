@@ -53,6 +53,7 @@ from sdqlite.syntax.ast import (
     Unique,
     UnOp,
     Var,
+    free_vars,
 )
 from sdqlite.syntax.ops import UNARY_OPS
 from sdqlite.syntax.types import (
@@ -148,17 +149,20 @@ class Names:
         self.table: dict[str, str] = {RESULT: "result"}
         self.used = set(self.table.values())
 
+    def fresh(self, base: str) -> str:
+        """A C++ identifier not used yet, made of ``base``."""
+        if base.startswith("_"):  # appending never ends that: it looped for ``_t``
+            base = "v" + base
+        if _macro_like(base):  # (``M_all`` of a destination ``M``): appending keeps it so
+            base = "v_" + base
+        while reserved(base) or base in self.used:
+            base += "_"
+        self.used.add(base)
+        return base
+
     def __call__(self, name: str) -> str:
         if name not in self.table:
-            base = name.replace("'", "_d")
-            if base.startswith("_"):  # appending never ends that: it looped for ``_t``
-                base = "v" + base
-            if _macro_like(base):
-                base = "v_" + base  # appending would keep it capitals
-            while reserved(base) or base in self.used:
-                base += "_"
-            self.table[name] = base
-            self.used.add(base)
+            self.table[name] = self.fresh(name.replace("'", "_d"))
         return self.table[name]
 
 
@@ -203,7 +207,8 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
     says where the result goes; ``flat`` names the inputs read in place as flat arrays,
     with their C++ element types (32-bit index arrays stay 32-bit)."""
     flats = dict(flat or {})
-    em = _Emitter(Names(), {x: t for x, t in low.inputs} | {RESULT: low.type}, [], set())
+    em = _Emitter(Names(), {x: t for x, t in low.inputs} | {RESULT: low.type}, [], set(),
+                  parallel_loops(low))
     dest_type, made = _destination(low.type, dest)
     params = [f"{_param_type(t, flats.get(x))} {em.names(x)}" for x, t in low.inputs]
     params.append(f"{dest_type}& result")
@@ -273,6 +278,72 @@ def _dense_layers(t: Type, depth: int | None) -> Type:
     return DictT(_dense_layers(t.val, None if depth is None else depth - 1), dense=True)
 
 
+def parallel_loops(low: Lowered) -> dict[int, str]:
+    """The loops at the top of the kernel that may run on several threads, by id, each
+    with the destination it adds into: a counted loop (a range, a sub-array, an array's
+    positions) whose every write goes into one destination declared outside it (the
+    result, or an accumulator at the top), which it never reads.  A sum adds up in any
+    grouping: each chunk of positions adds into its own zero, added in in chunk order."""
+    out: dict[int, str] = {}
+    declared = {RESULT}
+    for st in low.body:
+        match st:
+            case Decl(name, t) if t != BOOL:
+                declared.add(name)
+            case Loop(_, _, dom, dt, body) if isinstance(dom, Range | SubArray) or (
+                    isinstance(dom, Var) and dt.dense):
+                roots, reads = _effects(body, {})
+                if len(roots) == 1 and (root := next(iter(roots))) in declared \
+                        and root not in reads:
+                    out[id(st)] = root
+    return out
+
+
+def _effects(stmts: Sequence[Stmt], alias: dict[str, str]) -> tuple[set[str], set[str]]:
+    """The destinations outside ``stmts`` they write into (an entry entered, ``alias``, is
+    its destination's), and the names their expressions read."""
+    roots: set[str] = set()
+    reads: set[str] = set()
+    inside: set[str] = set()  # accumulators declared in here
+
+    def read(*es: Expr) -> None:
+        for e in es:
+            reads.update(free_vars(e))
+
+    def write(d: Dest) -> None:
+        read(*d.keys)
+        root = alias.get(d.root, d.root)
+        if root not in inside:
+            roots.add(root)
+
+    for st in stmts:
+        match st:
+            case Decl(name, _):
+                inside.add(name)
+            case Bind(_, value, _):
+                read(value)
+            case Enter(name, dest, _):
+                write(dest)
+                alias = {**alias, name: alias.get(dest.root, dest.root)}
+            case Loop(_, _, dom, _, body) | When(dom, body):
+                read(dom)
+                r, w = _effects(body, alias)
+                roots |= {x for x in r if x not in inside}
+                reads |= w
+            case AddInto(dest, value, _) | Assign(dest, value):
+                write(dest)
+                read(value)
+            case MulAddInto(dest, a, b, _, _):
+                write(dest)
+                read(a, b)
+            case Prune(name):
+                if alias.get(name, name) not in inside:
+                    roots.add(alias.get(name, name))
+            case _:
+                assert_never(st)
+    return roots, reads
+
+
 def translation_unit(kernels: Sequence[Kernel]) -> str:
     """A C++ file: the runtime, the unary operations of ``sdqlite.syntax.ops`` the kernels call
     (outside the domain, or not finite, is a failure), the kernels."""
@@ -302,6 +373,7 @@ class _Emitter:
     types: dict[str, Type]  # IR name -> type
     spans: list[Span | None]
     ops: set[str]
+    parallel: dict[int, str] = field(default_factory=dict)  # id(loop) -> its destination
 
     # ---- statements ---------------------------------------------------------------------
     def block(self, stmts: Sequence[Stmt], depth: int) -> str:
@@ -321,7 +393,7 @@ class _Emitter:
             case Enter(name, dest, _):  # a destination: written into, never read
                 return f"{pad}auto&& {self.names(name)} = {self.dest(dest)};\n"
             case Loop(key, val, dom, dt, body):
-                return self.loop(key, val, dom, dt, body, depth)
+                return self.loop(key, val, dom, dt, body, depth, self.parallel.get(id(s)))
             case When(cond, body):
                 code, _ = self.expr(cond)
                 return f"{pad}if ({code}) {{\n{self.block(body, depth + 1)}{pad}}}\n"
@@ -343,23 +415,24 @@ class _Emitter:
                 assert_never(s)
 
     def loop(self, key: str, val: str, dom: Expr, dt: DictT, body: Sequence[Stmt],
-             depth: int) -> str:
+             depth: int, into: str | None = None) -> str:
         """sum(<key, val> in dom): a counted loop over (lo:hi) or a(lo:hi), a for-each over
-        a dictionary, every position of an array."""
+        a dictionary, every position of an array.  A counted loop ``into`` a destination
+        (``parallel_loops``) runs its positions in chunks on several threads, each chunk
+        adding into its own copy of the destination (``sdql::parallel``)."""
         pad = "  " * depth
         self.types[key], self.types[val] = INT, dt.val
         k, v = self.names(key), self.names(val)
         elem = f"const {cpp_type(dt.val)}" if _scalar(dt.val) else "const auto&"
+        before = ""  # a statement the loop needs first
         match dom:
             case Range(lo, hi):  # positions lo .. hi-1, each its own value
-                head = (f"for (sdql::i64 {k} = {self.expr(lo)[0]}, {k}_end = {self.expr(hi)[0]}; "
-                        f"{k} < {k}_end; ++{k}) {{\n{pad}  const sdql::i64 {v} = {k};\n")
+                bounds, value = (self.expr(lo)[0], self.expr(hi)[0]), f"const sdql::i64 {v} = {k}"
             case SubArray(a, lo, hi):
                 arr = f"{k}_arr"
-                head = (f"const auto& {arr} = {self.expr(a)[0]};\n{pad}"
-                        f"for (sdql::i64 {k} = {self.expr(lo)[0]}, {k}_end = {self.expr(hi)[0]}; "
-                        f"{k} < {k}_end; ++{k}) {{\n"
-                        f"{pad}  {elem} {v} = sdql::lookup({arr}, {k});\n")
+                before = f"{pad}const auto& {arr} = {self.expr(a)[0]};\n"
+                bounds = self.expr(lo)[0], self.expr(hi)[0]
+                value = f"{elem} {v} = sdql::lookup({arr}, {k})"
             case Single(one_key, one_value):  # one entry unless its value is zero: no loop
                 return (f"{pad}if ({elem} {v} = {self.expr(one_value)[0]}; "
                         f"!sdql::is_zero({v})) {{\n"
@@ -367,15 +440,43 @@ class _Emitter:
                         f"{self.block(body, depth + 1)}{pad}}}\n")
             case Var() if not dt.dense:
                 head = f"for (const auto& [{k}, {v}] : {self.expr(dom)[0]}) {{\n"
+                poll = f"{pad}  SDQL_POLL();  // Ctrl-C stops the kernel\n"
+                return f"{pad}{head}{poll}{self.block(body, depth + 1)}{pad}}}\n"
             case Var():
                 d = self.expr(dom)[0]
-                head = (f"for (sdql::i64 {k} = {d}.start; {k} < {d}.end(); ++{k}) {{\n"
-                        f"{pad}  {elem} {v} = {d}.at({k});\n")
+                bounds, value = (f"{d}.start", f"{d}.end()"), f"{elem} {v} = {d}.at({k})"
             case _:
                 raise CodegenError("a loop over a domain that was not named (internal)",
                                    dom.span)
-        poll = f"{pad}  SDQL_POLL();  // Ctrl-C stops the kernel\n"
-        return f"{pad}{head}{poll}{self.block(body, depth + 1)}{pad}}}\n"
+        if into is None:
+            return (f"{before}{pad}for (sdql::i64 {k} = {bounds[0]}, {k}_end = {bounds[1]}; "
+                    f"{k} < {k}_end; ++{k}) {{\n{pad}  {value};\n"
+                    f"{pad}  SDQL_POLL();  // Ctrl-C stops the kernel\n"
+                    f"{self.block(body, depth + 1)}{pad}}}\n")
+        # A chunk reads the inputs and scalars it uses from copies of its own (a view is
+        # three words): what threads share may change under any store, for all the
+        # compiler knows, and would be read again at every position.
+        d = self.names(into)
+        whole = self.names.fresh(f"{d}_all")
+        _, reads = _effects(body, {})
+        reads |= free_vars(dom)
+        table = dict(self.names.table)
+        copies = ""
+        for x in sorted(reads - {into, key, val}):  # (those bound inside are not typed yet)
+            t = self.types.get(x)
+            if t is not None and (_scalar(t) or (isinstance(t, DictT) and t.dense)):
+                outer = self.names(x)
+                self.names.table[x] = mine = self.names.fresh(f"{outer}_c")
+                copies += f"{pad}  const auto {mine} = {outer};\n"
+        text = (f"{before}{pad}sdql::parallel({bounds[0]}, {bounds[1]}, {d}, "
+                f"[&](sdql::i64 {k}_lo, sdql::i64 {k}_hi, auto& {whole}) {{  // in chunks\n"
+                f"{pad}  decltype(auto) {d} = sdql::view({whole});\n{copies}"
+                f"{pad}  for (sdql::i64 {k} = {k}_lo; {k} < {k}_hi; ++{k}) {{\n"
+                f"{pad}    {value};\n"
+                f"{pad}    SDQL_POLL();  // Ctrl-C stops the kernel\n"
+                f"{self.block(body, depth + 2)}{pad}  }}\n{pad}}});\n")
+        self.names.table = table
+        return text
 
     def dest(self, d: Dest) -> str:
         return self.names(d.root) + "".join(f"[{self.expr(k)[0]}]" for k in d.keys)

@@ -124,10 +124,11 @@ class Arg:
 # ---- reading --------------------------------------------------------------------------------
 
 
-def read(name: str, x: Any, want: Type | None) -> Arg:
-    """Read an input's data and check it against its declaration."""
+def read(name: str, x: Any, want: Type | None, *, threads: int = 1) -> Arg:
+    """Read an input's data and check it against its declaration (a large sparse input's
+    arrays on up to two threads, if ``threads`` allows)."""
     if scipy.sparse.issparse(x):
-        return _sparse(name, x, want)
+        return _sparse(name, x, want, threads)
     if isinstance(x, np.ndarray) and x.ndim > 0:
         return Arg(name, _numpy_type(name, x, want), "numpy", x)
     value = plain(name, x, want)
@@ -218,7 +219,7 @@ def _numpy_type(name: str, a: Any, want: Type | None) -> Type:
 # ---- scipy.sparse, checked ------------------------------------------------------------------
 
 
-def _sparse(name: str, x: Any, want: Type | None) -> Arg:
+def _sparse(name: str, x: Any, want: Type | None, threads: int = 1) -> Arg:
     logical = DictT(REAL) if x.ndim == 1 else DictT(DictT(REAL))
     t = want if want is not None else logical
     if erase(t) != logical:
@@ -227,11 +228,12 @@ def _sparse(name: str, x: Any, want: Type | None) -> Arg:
     if x.dtype.kind not in "iuf":
         raise DataError(f"input {name}: a sparse array of dtype {x.dtype} has no SDQLite "
                         "type (use float or int)")
-    return Arg(name, t, "scipy", check_sparse(name, x))
+    return Arg(name, t, "scipy", check_sparse(name, x, threads))
 
 
-def check_sparse(name: str, x: Any) -> Sparse:
-    """``x``'s arrays checked in one pass (compiled), before scipy itself reads them."""
+def check_sparse(name: str, x: Any, threads: int = 1) -> Sparse:
+    """``x``'s arrays checked in one pass (compiled, on up to two threads where
+    ``threads`` allows), before scipy itself reads them."""
     shape = tuple(int(n) for n in x.shape)
     fmt = x.format
     if fmt in ("csr", "csc", "coo"):
@@ -257,7 +259,7 @@ def check_sparse(name: str, x: Any) -> Sparse:
                             f"indices and {len(vals)} values")
         code = _checker().sdql_check_compressed(
             pos.ctypes.data, pos.itemsize, idx.ctypes.data, idx.itemsize, vals.ctypes.data,
-            outer, inner, nnz, facts, _check_threads(nnz))
+            outer, inner, nnz, facts, _check_threads(nnz, threads), 0)
         arrays: tuple[Any, ...] = (pos, idx[:nnz], vals[:nnz])
         if x.ndim == 1:
             keys: tuple[tuple[int, int] | None, ...] = (_range(facts, 1),)
@@ -273,7 +275,7 @@ def check_sparse(name: str, x: Any) -> Sparse:
             coords[0].ctypes.data, coords[0].itemsize,
             None if inner_c is None else inner_c.ctypes.data,
             8 if inner_c is None else inner_c.itemsize, vals.ctypes.data, len(vals),
-            shape[0], shape[-1], facts, _check_threads(len(vals)))
+            shape[0], shape[-1], facts, _check_threads(len(vals), threads))
         arrays = (*coords, vals)
         keys = (_range(facts, 3),) if x.ndim == 1 else (_range(facts, 3), _range(facts, 1))
     if code != 0:
@@ -288,10 +290,10 @@ def check_sparse(name: str, x: Any) -> Sparse:
 CHECK_THREADS_FROM = 1 << 18
 
 
-def _check_threads(entries: int) -> int:
+def _check_threads(entries: int, threads: int) -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
         (os.cpu_count() or 1)  # (the cores this process may run on, where it is known)
-    return 2 if entries >= CHECK_THREADS_FROM and cores > 1 else 1
+    return 2 if entries >= CHECK_THREADS_FROM and cores > 1 and threads > 1 else 1
 
 
 def _index(name: str, a: Any, what: str) -> Any:
@@ -425,8 +427,9 @@ def _checker() -> Any:
     args: list[Any] = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                        ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                        ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]
+    lib.sdql_check_compressed.argtypes = [*args, ctypes.c_int64]  # exact: no fast path
+    lib.sdql_check_coo.argtypes = args
     for fn in (lib.sdql_check_compressed, lib.sdql_check_coo):
-        fn.argtypes = args
         fn.restype = ctypes.c_int64
     return lib
 

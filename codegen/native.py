@@ -36,7 +36,8 @@ CATCH_SIGINT = 1  # Status.flags: the kernel stops on Ctrl-C
 
 
 class Status(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_int64), ("code", ctypes.c_int64), ("op", ctypes.c_int64),
+    _fields_ = [("flags", ctypes.c_int64), ("threads", ctypes.c_int64),
+                ("code", ctypes.c_int64), ("op", ctypes.c_int64),
                 ("span", ctypes.c_int64), ("value", ctypes.c_double),
                 ("message", ctypes.c_char * 256)]
 
@@ -90,9 +91,10 @@ class Native:
         self.live.argtypes = []
         self.live.restype = ctypes.c_int64
 
-    def __call__(self, inputs: list[Buffers], dest: Any = None) -> Buffers:
+    def __call__(self, inputs: list[Buffers], dest: Any = None, threads: int = 1) -> Buffers:
         """Run on the inputs' buffers (in the kernel's input order): the result's buffers,
-        or ``[dest]`` for a dense destination (a zeroed C-contiguous float64 array)."""
+        or ``[dest]`` for a dense destination (a zeroed C-contiguous float64 array).  The
+        kernel's loops at the top may use up to ``threads`` threads."""
         ptrs: list[int | None] = []
         lens: list[int] = []
         for bufs in inputs:
@@ -108,7 +110,7 @@ class Native:
             ptrs.append(None)
             lens.append(int(dest))
         n = max(1, len(ptrs))
-        status = Status(flags=CATCH_SIGINT if _main_thread() else 0)
+        status = Status(flags=CATCH_SIGINT if _main_thread() else 0, threads=threads)
         out = Output(self.free)
         code = self.entry((ctypes.c_void_p * n)(*ptrs), (ctypes.c_int64 * n)(*lens),
                           ctypes.byref(status), ctypes.byref(out.handle))

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -58,7 +59,8 @@ struct failure {
 };
 
 struct status {
-  i64 flags;  // set by the caller: 1 = stop on Ctrl-C
+  i64 flags;    // set by the caller: 1 = stop on Ctrl-C
+  i64 threads;  // set by the caller: how many threads a loop at the top may use
   i64 code, op, span;
   double value;
   char message[256];
@@ -70,6 +72,9 @@ struct status {
 
 // Set by the SIGINT handler that run() installs while a kernel runs; polled by every loop.
 inline std::atomic<int> interrupted{0};
+
+// How many threads a loop at the top of the kernel may use (set by run() for the call).
+inline thread_local i64 threads = 1;
 
 #define SDQL_POLL() \
   if (__builtin_expect(::sdql::interrupted.load(std::memory_order_relaxed), 0)) \
@@ -344,6 +349,10 @@ template <class V> void add_into(vec<V>& a, const dict<V>& b) {
 
 template <class V> void add_into(row<V>& a, const dict<V>& b) {  // zeros stay until prune()
   for (const auto& [k, v] : b) add_into(a[k], v);
+}
+
+template <class V> void add_into(row<V>& a, const row<V>& b) {
+  b.each([&](i64 k, const V& v) { add_into(a[k], v); });
 }
 
 template <class V> void add_into(vec<row<V>>& a, const dict<dict<V>>& b) {
@@ -689,6 +698,18 @@ template <class V> struct csr {
     ws.entries.clear();
   }
 
+  void append(csr& later) {  // the rows of another csr, all after this one's
+    later.finish();
+    const auto& lp = later.pos;
+    for (i64 r = std::max<i64>(cur, 0); r < n; r++) {
+      const i64 a = lp[std::size_t(r)], b = lp[std::size_t(r + 1)];
+      if (a == b) continue;
+      start(r);
+      idx.insert(idx.end(), later.idx.begin() + a, later.idx.begin() + b);
+      val.insert(val.end(), later.val.begin() + a, later.val.begin() + b);
+    }
+  }
+
   void finish() {
     if (cur == n) return;
     flush();
@@ -723,6 +744,91 @@ template <class V> output* encode(csr<V>& x) {
   return x.o.release();
 }
 
+// ---- a loop at the top on several threads ------------------------------------------------
+//
+// A sum is a commutative monoid's reduction: the loop's positions are cut into `threads`
+// contiguous chunks, the first adds into the destination itself and each other into its
+// own zero of the destination's shape (local<D>), added in in chunk order after all have
+// run.  The result depends on the thread count, never on scheduling.  A failure in a
+// chunk is rethrown after all have stopped, the first chunk's first: the failure the
+// loop run in order would meet first.  The floating-point flags of each chunk are raised
+// in the caller's thread, where run() reads them.
+
+template <class D> struct local {  // a scalar, a dict, an array: a fresh zero
+  D d{};
+  explicit local(const D&) {}
+  D& get() { return d; }
+  void into(D& dest) { add_into(dest, d); }
+};
+
+template <class V> struct local<vec<V>> {
+  vec<V> d;
+  explicit local(const vec<V>& x) : d(i64(x.items.size())) {}
+  vec<V>& get() { return d; }
+  void into(vec<V>& dest) {
+    for (std::size_t i = 0; i < d.items.size(); i++) add_into(dest.items[i], d.items[i]);
+  }
+};
+
+template <int L> struct local<dense_ref<L>> {
+  std::vector<double> buf;
+  dense_ref<L> d;
+  explicit local(const dense_ref<L>& x)
+      : buf(std::size_t(x.shape[0] * x.stride)), d(buf.data(), x.shape) {}
+  dense_ref<L>& get() { return d; }
+  void into(dense_ref<L>& dest) {
+    for (std::size_t i = 0; i < buf.size(); i++) dest.p[i] += buf[i];
+  }
+};
+
+template <class V> struct local<csr<V>> {  // the rows of a later chunk: appended
+  csr<V> d;
+  explicit local(const csr<V>& x) : d(x.n) {}
+  csr<V>& get() { return d; }
+  void into(csr<V>& dest) { dest.append(d); }
+};
+
+// A chunk's destination: an array of known size is a view, copied (its fields then stay
+// in registers); any other destination is itself.
+template <class D> D& view(D& d) { return d; }
+template <int L> dense_ref<L> view(dense_ref<L>& d) { return d; }
+
+template <class D, class F> void parallel(i64 lo, i64 hi, D& dest, F&& body) {
+  const i64 n = hi > lo ? hi - lo : 0, T = std::min(threads, n);
+  if (T <= 1) return body(lo, hi, dest);
+  const auto cut = [&](i64 t) { return lo + i64((__int128(n) * t) / T); };
+  std::vector<local<D>> parts;
+  parts.reserve(std::size_t(T - 1));
+  for (i64 t = 1; t < T; t++) parts.emplace_back(dest);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(T));
+  std::vector<int> flags(static_cast<std::size_t>(T));
+  const auto chunk = [&](i64 t) {
+    std::feclearexcept(FE_ALL_EXCEPT);
+    try {
+      if (t == 0) body(lo, cut(1), dest);
+      else body(cut(t), cut(t + 1), parts[std::size_t(t - 1)].get());
+    } catch (...) {
+      errors[std::size_t(t)] = std::current_exception();
+    }
+    flags[std::size_t(t)] = std::fetestexcept(FE_ALL_EXCEPT);
+  };
+  const int before = std::fetestexcept(FE_ALL_EXCEPT);
+  std::vector<std::thread> workers;
+  i64 started = 1;
+  try {
+    for (; started < T; started++) workers.emplace_back(chunk, started);
+  } catch (const std::system_error&) {  // no thread to be had: the rest run here
+  }
+  chunk(0);
+  for (i64 t = started; t < T; t++) chunk(t);
+  for (auto& w : workers) w.join();
+  std::feraiseexcept(before);
+  for (const int f : flags) std::feraiseexcept(f);
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  for (i64 t = 1; t < T; t++) parts[std::size_t(t - 1)].into(dest);
+}
+
 // Ctrl-C while a kernel runs: the handler run() installs sets the flag the loops poll.
 inline void on_sigint(int) { interrupted.store(1, std::memory_order_relaxed); }
 
@@ -745,6 +851,7 @@ struct sigint_guard {  // installed for a call from the main thread; the old han
 // caller sets st->flags to 1 to have Ctrl-C stop the kernel (INTERRUPTED).
 template <class F> int run(status* st, output** out, F&& kernel) {
   const bool catch_sigint = st->flags & 1;
+  threads = std::max<i64>(1, st->threads);
   std::memset(st, 0, sizeof(status));
   st->op = st->span = -1;
   *out = nullptr;
@@ -893,9 +1000,51 @@ void check_rows(const P* pos, const I* idx, const double* val, i64 o0, i64 o1, i
   out = s;
 }
 
+// The same facts for rows [o0, o1) where nothing is wrong and no value is zero, in
+// passes without a branch per entry (which the compiler vectorizes): the pointers, the
+// values, the keys as one flat array (their least and greatest, and how often a key is at
+// most the one before it), then the first entry of each row (where that is allowed).
+// False otherwise: check_rows finds what is wrong, and where, and counts the zeros.
+template <class P, class I>
+bool rows_fast(const P* pos, const I* idx, const double* val, i64 o0, i64 o1, i64 n_inner,
+               i64 nnz, seen& out) {
+  i64 bad = 0;  // (a count, not a bool: the compiler vectorizes its sum)
+  for (i64 o = o0; o < o1; o++) bad += (pos[o + 1] < pos[o]) | (i64(pos[o + 1]) > nnz);
+  if (bad) return false;
+  const i64 e0 = i64(pos[o0]), e1 = i64(pos[o1]);
+  if (e1 == e0) return false;
+  for (i64 e = e0; e < e1; e++)
+    bad += !(std::fabs(val[e]) <= std::numeric_limits<double>::max()) | (val[e] == 0);
+  if (bad) return false;
+  I lo = idx[e0], hi = idx[e0];
+  i64 descents = 0;
+  for (i64 e = e0 + 1; e < e1; e++) {
+    lo = std::min(lo, idx[e]);
+    hi = std::max(hi, idx[e]);
+    descents += idx[e] <= idx[e - 1];
+  }
+  if (lo < 0 || i64(hi) >= n_inner) return false;
+  i64 first = -1, last = -1;  // the first and the last row with an entry
+  for (i64 o = o0; o < o1; o++) {
+    const i64 a = i64(pos[o]), b = i64(pos[o + 1]);
+    if (a == b) continue;
+    if (first < 0) first = o;
+    last = o;
+    descents -= a > e0 && idx[a] <= idx[a - 1];  // (a row's first key starts afresh)
+  }
+  seen s;
+  s.sorted = descents == 0;
+  s.note(0, i64(lo));
+  s.note(0, i64(hi));
+  s.note(1, first);
+  s.note(1, last);
+  out = s;
+  return true;
+}
+
 template <class P, class I>
 i64 check_compressed(const P* pos, const I* idx, const double* val, i64 n_outer, i64 n_inner,
-                     i64 nnz, i64* facts, i64 threads) {
+                     i64 nnz, i64* facts, i64 threads, bool exact) {
   if (i64(pos[0]) != 0) return wrong(facts, CHECK_POS_START, 0, i64(pos[0]));
   // The second half's first row: where half the entries start.  pos is not checked yet,
   // but the search ends whatever it holds, at n_outer or at a row whose pos >= nnz / 2.
@@ -905,7 +1054,9 @@ i64 check_compressed(const P* pos, const I* idx, const double* val, i64 n_outer,
     if (i64(pos[mid]) < nnz / 2) lo = mid + 1; else hi = mid;
   }
   seen s = in_halves(threads, lo, n_outer, [&](i64 o0, i64 o1, seen& part) {
-    check_rows(pos, idx, val, o0, o1, n_inner, nnz, part);
+    if (exact || i64(pos[o0]) < 0 || i64(pos[o0]) > nnz ||
+        !rows_fast(pos, idx, val, o0, o1, n_inner, nnz, part))
+      check_rows(pos, idx, val, o0, o1, n_inner, nnz, part);
   });
   if (s.code == CHECK_OK && i64(pos[n_outer]) != nnz)
     return wrong(facts, CHECK_POS_END, n_outer, i64(pos[n_outer]));
@@ -976,12 +1127,13 @@ void sdql_output_free(sdql::output* o) { sdql::outputs.give(o); }
 
 sdql::i64 sdql_check_compressed(const void* pos, sdql::i64 pos_w, const void* idx, sdql::i64 idx_w,
                                 const double* val, sdql::i64 n_outer, sdql::i64 n_inner,
-                                sdql::i64 nnz, sdql::i64* facts, sdql::i64 threads) {
+                                sdql::i64 nnz, sdql::i64* facts, sdql::i64 threads,
+                                sdql::i64 exact) {
   return sdql::by_width(pos_w, [&](auto p) {
     return sdql::by_width(idx_w, [&](auto i) {
       return sdql::check_compressed(static_cast<const decltype(p)*>(pos),
                                     static_cast<const decltype(i)*>(idx), val, n_outer,
-                                    n_inner, nnz, facts, threads);
+                                    n_inner, nnz, facts, threads, exact != 0);
     });
   });
 }

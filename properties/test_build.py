@@ -378,7 +378,7 @@ reals = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_v
 @example(N.RANGE, OPS.index("exp"), 1, 1.0, b"").via("a finite result the C++ refused")
 def test_a_failure_status_reads_as_the_interpreters_error(
         native: N.Native, code: int, op: int, span: int, value: float, text: bytes) -> None:
-    status = N.Status(0, code, op, span, value, text)
+    status = N.Status(0, 1, code, op, span, value, text)
     err = native.failure(status)
     at = native.kernel.spans[span] if 0 <= span < len(native.kernel.spans) else None
     if code in (N.DOMAIN, N.RANGE):

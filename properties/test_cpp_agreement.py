@@ -31,6 +31,9 @@ its type admits (``sdqlite.storage.formats``: dict, dense, COO, CSR, CSC, column
    iterates a dense array in a loop inside the one that fixes the key above it (a key,
    a value or a let of that loop); not a diagonal, nor a loop outside the outer key's;
    without DPS a row is added whole, never filled.
+7. a loop at the top of a kernel that adds into one destination (``emit.parallel_loops``)
+   run in chunks on three threads, each into its own zero added in in chunk order, gives
+   the same value (to rounding), and the same first failure, as run on one.
 
 Reals compare to 1e-9 (the C++ sums a hash map's entries in another order); dense
 arrays stored inside dictionaries compare pointwise
@@ -225,6 +228,16 @@ def agree(got: Value, want: Value) -> bool:
                         rel_tol=1e-9, abs_tol=1e-12)
 
 
+#: the threads a kernel's loops at the top may use: one, and chunks of one to a few
+#: positions each (the property's data are small)
+THREADS = (1, 3)
+
+
+def parallel_loops_of(k: Kernel) -> list[str]:
+    """The C++ loops of a kernel that run in chunks."""
+    return [line for line in k.source.splitlines() if "sdql::parallel(" in line]
+
+
 def check_batch(batch: list[Case]) -> None:
     prepared = [prepare(c) for c in batch]
     kernels: list[Kernel] = []
@@ -240,16 +253,23 @@ def check_batch(batch: list[Case]) -> None:
     for p, k in zip(prepared, kernels, strict=True):
         run = Native(built, k)
         inputs = [buffers(p.env[x], tx, k.flat.get(x)) for x, tx in k.inputs]
-        dest = R.allocate(k.dest, typecheck(p.program, p.ctx)[1], p.sizes, p.bounds)
+        t = typecheck(p.program, p.ctx)[1]
         try:
             want = evaluate(p.want, p.want_env)
         except EvalError as err:
-            with pytest.raises(EvalError) as got_err:
-                run(inputs, dest)
-            assert got_err.value.message == err.message or "overflow" in err.message
+            for threads in THREADS:
+                with pytest.raises(EvalError) as got_err:
+                    run(inputs, R.allocate(k.dest, t, p.sizes, p.bounds), threads)
+                assert got_err.value.message == err.message or "overflow" in err.message
             continue
-        t = typecheck(p.program, p.ctx)[1]
-        out = run(inputs, dest)
+        if any(parallel_loops_of(k)):
+            event("a loop on several threads")
+        for threads in THREADS[1:]:  # its chunks added in order: the value, rounded otherwise
+            out = run(inputs, R.allocate(k.dest, t, p.sizes, p.bounds), threads)
+            got = R.convert(out, k.result, t, p.sizes, p.bounds, "value")
+            assert agree(got, want), (Path(built.source), k.name, threads, got, want)
+            assert stored_zero(got) is None, (Path(built.source), k.name, threads, got)
+        out = run(inputs, R.allocate(k.dest, t, p.sizes, p.bounds))
         got = R.convert(out, k.result, t, p.sizes, p.bounds, "value")
         assert agree(got, want), (Path(built.source), k.name, got, want)
         assert stored_zero(got) is None, (Path(built.source), k.name, got)  # pruned

@@ -25,7 +25,9 @@ is: one beyond int64 does not fit, not wrapped to a negative key.
 compressed or coordinate matrix's arrays (``sdql_check_compressed``, ``sdql_check_coo``),
 split in two halves on two threads for a large input, returns what the one-thread pass
 returns — the same first failure, or the same facts — on arrays damaged anywhere, and
-reads no memory outside them (the sanitizer run builds the checker too).
+reads no memory outside them (the sanitizer run builds the checker too); and so do the
+vectorized passes that check a compressed matrix where nothing is wrong (``rows_fast``)
+against the exact loop over each row.
 
 The crash reproducers of the issue (a corrupted ``indptr`` that crashed inside scipy's
 ``sort_indices``, a row index beyond the shape that wrote out of bounds in the conversion
@@ -39,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import itertools
 import math
 import os
 import pickle
@@ -149,16 +152,22 @@ def raw_arrays(draw: st.DrawFn) -> tuple[str, list[Any], int, int, int]:
     n_outer, n_inner = draw(st.integers(1, 6)), draw(st.integers(1, 6))
     width = draw(st.sampled_from([np.int32, np.int64]))
     nnz = draw(st.integers(0, 12))
-    vals = np.array(draw(st.lists(st.sampled_from([0.0, 1.5, -2.0]), min_size=nnz,
-                                  max_size=nnz)), dtype=np.float64)
+    stored = draw(st.sampled_from([[0.0, 1.5, -2.0], [1.5, -2.0]]))  # no zero: rows_fast
+    vals = np.array(draw(st.lists(st.sampled_from(stored), min_size=nnz, max_size=nnz)),
+                    dtype=np.float64)
     keys = st.lists(st.integers(0, n_inner - 1), min_size=nnz, max_size=nnz)
     compressed = draw(st.booleans())
     arrays: list[Any]
     if compressed:
         cuts = sorted(draw(st.lists(st.integers(0, nnz), min_size=n_outer - 1,
                                     max_size=n_outer - 1)))
-        arrays = [np.array([0, *cuts, nnz], dtype=width), np.array(draw(keys), dtype=width),
-                  vals]
+        pos, idx = np.array([0, *cuts, nnz], dtype=width), np.array(draw(keys), dtype=width)
+        if draw(st.booleans()):  # each row's keys in order, and unique where they fit
+            for a, b in itertools.pairwise(pos.tolist()):
+                fresh = draw(st.permutations(range(n_inner)))[:b - a]
+                idx[a:a + len(fresh)] = fresh
+                idx[a:b] = np.sort(idx[a:b])
+        arrays = [pos, idx, vals]
     else:
         rows = np.sort(np.array(draw(st.lists(st.integers(0, n_outer - 1), min_size=nnz,
                                               max_size=nnz)), dtype=width))
@@ -175,14 +184,14 @@ def raw_arrays(draw: st.DrawFn) -> tuple[str, list[Any], int, int, int]:
 
 
 def _check(kind: str, arrays: list[Any], n_outer: int, n_inner: int, nnz: int,
-           threads: int) -> tuple[int, list[int]]:
+           threads: int, exact: bool = False) -> tuple[int, list[int]]:
     facts = (ctypes.c_int64 * 8)()
     lib = door._checker()
     if kind == "compressed":
         pos, idx, vals = arrays
         code = lib.sdql_check_compressed(pos.ctypes.data, pos.itemsize, idx.ctypes.data,
                                          idx.itemsize, vals.ctypes.data, n_outer, n_inner,
-                                         nnz, facts, threads)
+                                         nnz, facts, threads, int(exact))
     else:
         rows, cols, vals = arrays
         code = lib.sdql_check_coo(rows.ctypes.data, rows.itemsize,
@@ -193,12 +202,20 @@ def _check(kind: str, arrays: list[Any], n_outer: int, n_inner: int, nnz: int,
 
 
 @given(raw_arrays())
+@example(("compressed", [np.array([0, 1, 2], dtype=np.int32), np.array([0, 0], dtype=np.int32),
+                         np.array([1.5, 1.5])], 2, 1, 2)).via(
+    "rows_fast: a row's first key is not below the last row's: sorted all the same")
 def test_the_check_on_two_threads_is_the_check_on_one(
         case: tuple[str, list[Any], int, int, int]) -> None:
+    """The check's passes — on one thread or two, by the exact loop over each row or by
+    the vectorized passes where nothing is wrong (``rows_fast``) — give the same first
+    failure and the same facts."""
     one = _check(*case, threads=1)
     two = _check(*case, threads=2)
     assert one == two, (case, one, two)
-    assert door._check_threads(door.CHECK_THREADS_FROM - 1) == 1
+    assert one == _check(*case, threads=1, exact=True), case
+    assert door._check_threads(door.CHECK_THREADS_FROM - 1, 2) == 1
+    assert door._check_threads(door.CHECK_THREADS_FROM, 1) == 1
 
 
 # ---- both backends on malformed inputs of every kind, in a process of their own ------------

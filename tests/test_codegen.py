@@ -17,6 +17,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
+import codegen.api as api
 import sdqlite
 from codegen.build import build
 from codegen.emit import translation_unit
@@ -487,6 +488,44 @@ def test_a_result_freed_is_reused_and_one_alive_is_not() -> None:
     assert np.array_equal(small.toarray(), np.diag([7.0, 0.0, 9.0])) and small.nnz == 2
     del small, again
     assert spec.native.live() == 0
+
+
+@pytest.mark.parametrize("name", ["M", "M_all", "v_M_all", "result_all", "b_c", "_t", "x'"])
+def test_a_loop_in_chunks_names_its_copies_apart(name: str) -> None:
+    """A loop run in chunks names its destination's and its inputs' copies apart from
+    every other name, whatever the program's names (naming ``M``'s copy ``M_all``, a
+    macro-like name, looped forever): it compiles, and on three threads (data above
+    ``PARALLEL_FROM``) gives the value of one."""
+    src = (f"b : {{dense_int -> real}}\n"
+           f"let {name} = sum(<i, w> in b) {{i -> w * w}} in sum(<i, w> in {name}) w + 1.0")
+    b = np.linspace(-1.0, 1.0, api.PARALLEL_FROM + 7)
+    one, three = sdqlite.compile(src)(b=b), sdqlite.compile(src, threads=3)(b=b)
+    assert "sdql::parallel(" in sdqlite.compile(src, threads=3).cpp({"b": b})
+    w = b * b
+    assert three == pytest.approx(one, rel=1e-12) and one == pytest.approx(
+        float(np.sum(w) + np.count_nonzero(w)), rel=1e-12)  # (a zero is not stored)
+
+
+def test_a_loop_in_chunks_fails_as_the_loop_in_order() -> None:
+    """On three threads, a failure is the one the loop in order meets first (the first
+    chunk's, though a later chunk fails too), and an overflow in a later chunk's thread
+    is seen (its floating-point flags are raised in the caller's)."""
+    n = api.PARALLEL_FROM + 10
+    v = np.ones(n)
+    v[5], v[-3] = -2.0, -7.0
+    src = "V : {dense_int -> real}\nsum(<i, a> in V) log(a)"
+    errors = []
+    for threads in (1, 3):
+        with pytest.raises(EvalError) as err:
+            sdqlite.compile(src, threads=threads)(V=v)
+        errors.append(err.value.message)
+    assert errors[0] == errors[1] and "-2" in errors[0]
+    big = np.ones(n)
+    big[-3] = 1e300
+    for threads in (1, 3):
+        with pytest.raises(EvalError, match="real overflow"):
+            sdqlite.compile("V : {dense_int -> real}\nsum(<i, a> in V) a * a",
+                            threads=threads)(V=big)
 
 
 def test_a_matrix_result_with_dense_rows_under_a_sparse_layer() -> None:

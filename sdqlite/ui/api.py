@@ -172,7 +172,7 @@ def _kind(x: Any) -> str:
 
 
 #: compile's options as the command line gives them: formats (name, format) pairs,
-#: optimize, normalize, dps, name (hashable, for the cache)
+#: optimize, normalize, dps, name, threads (hashable, for the cache)
 Options = tuple[tuple[str, Any], ...]
 
 

@@ -91,7 +91,8 @@ def _options(args: argparse.Namespace, wrt: str | None) -> tuple[tuple[str, Any]
     stem = Path(args.file).stem if args.file != "-" else "stdin"
     return (("formats", tuple(sorted(_formats(args.format).items()))),
             ("optimize", not args.no_opt), ("normalize", not args.no_normalize),
-            ("dps", not args.no_dps), ("name", stem + (f"_wrt_{wrt}" if wrt else "")))
+            ("dps", not args.no_dps), ("name", stem + (f"_wrt_{wrt}" if wrt else "")),
+            ("threads", args.threads))
 
 
 def _compiled(args: argparse.Namespace, prog: Program, wrt: str | None) -> Compiled:
@@ -299,6 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-dps", action="store_true",
                        help="C++ backend: build every intermediate dictionary (no "
                             "destination-passing style)")
+        p.add_argument("--threads", type=_at_least(1, int), default=1, metavar="N",
+                       help="C++ backend: run the kernel's outer loops (and the check of "
+                            "large sparse inputs) on N threads; the result depends on N, "
+                            "never on scheduling (default 1)")
 
     p = sub.add_parser("check", help="type-check a source file")
     p.add_argument("file", help="source file ('-' for stdin)")
