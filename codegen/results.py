@@ -181,6 +181,19 @@ def _writes(st: Stmt, roots: set[str]) -> bool:
     return False
 
 
+def _csr_of_dense(array: Any) -> Any:
+    """A dense matrix's entries that are not zero as a CSR matrix, its columns sorted
+    (``scipy.sparse.csr_array(array)``, by masks: five times faster)."""
+    n, p = array.shape
+    mask = array != 0
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(mask.sum(axis=1), out=indptr[1:])
+    cols = np.broadcast_to(np.arange(p, dtype=np.int64), (n, p))[mask]
+    m = scipy.sparse.csr_array((array[mask], cols, indptr), shape=(n, p))
+    m.has_sorted_indices = True
+    return m
+
+
 def convert(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
             bounds: Mapping[str, int], output: Output) -> Any:
     """The result as ``output`` asks: ``stored`` is how the buffers hold it (a dense
@@ -193,7 +206,7 @@ def convert(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
         array = bufs[0]
         if output == "auto":  # a matrix of sparse layers is scipy's (law 2), as below
             sparse = len(D.layers(t)) == 2 and not all(lay.dense for lay in D.layers(t))
-            return scipy.sparse.csr_array(array) if sparse else array
+            return _csr_of_dense(array) if sparse else array
         where = np.nonzero(array)
         value: dict[int, Any] = {}
         for path, x in zip(zip(*(k.tolist() for k in where), strict=True),
