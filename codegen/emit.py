@@ -292,14 +292,14 @@ def parallel_loops(low: Lowered) -> dict[int, str]:
                 declared.add(name)
             case Loop(_, _, dom, dt, body) if isinstance(dom, Range | SubArray) or (
                     isinstance(dom, Var) and dt.dense):
-                roots, reads = _effects(body, {})
+                roots, reads = effects(body, {})
                 if len(roots) == 1 and (root := next(iter(roots))) in declared \
                         and root not in reads:
                     out[id(st)] = root
     return out
 
 
-def _effects(stmts: Sequence[Stmt], alias: dict[str, str]) -> tuple[set[str], set[str]]:
+def effects(stmts: Sequence[Stmt], alias: dict[str, str]) -> tuple[set[str], set[str]]:
     """The destinations outside ``stmts`` they write into (an entry entered, ``alias``, is
     its destination's), and the names their expressions read."""
     roots: set[str] = set()
@@ -327,7 +327,7 @@ def _effects(stmts: Sequence[Stmt], alias: dict[str, str]) -> tuple[set[str], se
                 alias = {**alias, name: alias.get(dest.root, dest.root)}
             case Loop(_, _, dom, _, body) | When(dom, body):
                 read(dom)
-                r, w = _effects(body, alias)
+                r, w = effects(body, alias)
                 roots |= {x for x in r if x not in inside}
                 reads |= w
             case AddInto(dest, value, _) | Assign(dest, value):
@@ -458,8 +458,7 @@ class _Emitter:
         # compiler knows, and would be read again at every position.
         d = self.names(into)
         whole = self.names.fresh(f"{d}_all")
-        _, reads = _effects(body, {})
-        reads |= free_vars(dom)
+        _, reads = effects(body, {})  # (the bounds are read outside the chunks)
         table = dict(self.names.table)
         copies = ""
         for x in sorted(reads - {into, key, val}):  # (those bound inside are not typed yet)

@@ -44,10 +44,12 @@ from codegen.dps import (
     Loop,
     Lowered,
     MulAddInto,
+    Prune,
     Stmt,
     When,
 )
 from codegen.emit import Destination as Dest
+from codegen.emit import effects
 from sdqlite.check.sizes import NO_KEYS, Size
 from sdqlite.syntax.ast import Expr, Range, SubArray, Var, free_vars
 from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, scalar_of
@@ -145,7 +147,8 @@ def in_order(low: Lowered) -> bool:
     the next: every write into the result inside one loop at the top, over positions in
     ascending order (a range, a sub-array, an array), at the row of that loop's key
     (``result[k][…] += …`` for the loop's own k; a range's value is its key)?"""
-    writing = [st for st in low.body if _writes(st, {RESULT})]
+    writing = [st for st in low.body  # (the prune at the end ends the rows: not a write)
+               if not isinstance(st, Prune) and RESULT in effects([st], {})[0]]
     if len(writing) != 1 or not isinstance(loop := writing[0], Loop):
         return False
     if not (isinstance(loop.dom, Range | SubArray) or loop.dom_type.dense):
@@ -169,16 +172,6 @@ def in_order(low: Lowered) -> bool:
 
     walk(loop.body, set())
     return ok
-
-
-def _writes(st: Stmt, roots: set[str]) -> bool:
-    """Does the statement write into one of ``roots`` (or an entry of one)?"""
-    match st:
-        case Loop(_, _, _, _, body) | When(_, body):
-            return any(_writes(s, roots) for s in body)
-        case Enter(_, dest, _) | AddInto(dest) | MulAddInto(dest) | Assign(dest):
-            return dest.root in roots
-    return False
 
 
 def _csr_of_dense(array: Any) -> Any:
