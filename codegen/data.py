@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from sdqlite.errors import DataError
+from sdqlite.errors import DataError, EvalError
 from sdqlite.syntax.types import BOOL, REAL, BoolT, DictT, Type, scalar_of
 from semantics.values import Value, dense
 
@@ -72,8 +72,14 @@ def encode(v: Value, t: Type) -> Buffers:
     out: Buffers = []
     for p, i in zip(ptr, idx, strict=True):
         out += [_i64(p), _i64(i)]
-    out.append(np.array([float(x) if scalar_of(t) == REAL else int(x) for x in leaves],
-                        dtype=leaf_dtype(t)))
+    if scalar_of(t) == REAL:
+        out.append(np.array([float(x) for x in leaves], dtype=leaf_dtype(t)))
+        return out
+    wide = next((x for x in leaves if not -2**63 <= int(x) < 2**63), None)
+    if wide is not None:  # the interpreter's integers are unbounded; numpy's and C++'s not
+        raise EvalError(f"integer overflow: the result holds {int(wide)}, which does not fit "
+                        "in 64 bits")
+    out.append(np.array([int(x) for x in leaves], dtype=leaf_dtype(t)))
     return out
 
 

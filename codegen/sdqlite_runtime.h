@@ -134,34 +134,81 @@ template <class V> struct vec {
   }
 };
 
-// A sparse layer of scalars under a destination's array layer (a matrix result's row):
-// a short vector of its entries, found by a scan, while there are at most SCAN of them,
-// then a hash map; sorted by key when pruned, so that a CSR result comes back with sorted
-// column indices.  A row of one entry is stored in place: no allocation, no hash table.
-// As in a dict, a reference to an entry lasts until the next insertion.
+// A sparse layer of scalars under a destination's array layer (a matrix result's row),
+// written only by adding: d[k] += v appends (k, v), and the entries are merged by key
+// (compact) when the row would grow past twice its distinct keys, so that rows written in
+// any order cost an append each, not a hash table's random access each (a matrix result
+// of 10^5 rows in 10^5 tables misses the cache at every update).  The values of one key
+// are added in the order they came, as a hash map would.  Sorted by key and without zeros
+// once pruned, so that a CSR result comes back with sorted column indices.  A row of one
+// entry is stored in place: no allocation.
+inline void add_into(double& a, double b);
+inline void add_into(i64& a, i64 b);
+
 template <class V> struct row {
-  static constexpr std::size_t SCAN = 16;
-  boost::container::small_vector<std::pair<i64, V>, 1> entries;  // all, while many is null
-  std::unique_ptr<dict<V>> many;
+  static constexpr i64 SPREAD = i64(1) << 22;  // keys below: merged through a scratch table
+  boost::container::small_vector<std::pair<i64, V>, 1> entries;
+  std::size_t distinct = 0;  // entries[0, distinct) have distinct keys
+  bool small = true;         // every key in [0, SPREAD)
 
   V& operator[](i64 k) {
-    if (many) return (*many)[k];
-    for (auto& e : entries)
-      if (e.first == k) return e.second;
-    if (entries.size() < SCAN) return entries.emplace_back(k, V{}).second;
-    many = std::make_unique<dict<V>>();
-    for (const auto& e : entries) many->emplace(e.first, e.second);
-    entries.clear();
-    return (*many)[k];
+    if (!entries.empty() && entries.back().first == k) return entries.back().second;
+    if (entries.size() == entries.capacity() && entries.size() >= 8) grow();
+    small = small && std::uint64_t(k) < std::uint64_t(SPREAD);
+    return entries.emplace_back(k, V{}).second;
   }
 
-  template <class F> void each(F&& f) const {
+  void grow() {  // full: merge first if half may be repeats, then keep room for as many again
+    if (entries.size() >= 2 * distinct) compact();
+    if (2 * entries.size() > entries.capacity()) entries.reserve(2 * entries.size());
+  }
+
+  void compact() {  // each key once, at its first place, its values added in order
+    if (distinct == entries.size()) return;
+    if (small) {
+      thread_local std::vector<std::int32_t> slot;  // key -> its place, or -1
+      i64 top = 0;
+      for (const auto& e : entries) top = std::max(top, e.first + 1);
+      if (i64(slot.size()) < top) slot.resize(std::size_t(top), -1);
+      std::size_t u = 0;
+      for (std::size_t i = 0; i < entries.size(); i++) {
+        const auto [k, v] = entries[i];
+        auto& s = slot[std::size_t(k)];
+        if (s < 0) {
+          s = std::int32_t(u);
+          entries[u++] = {k, v};
+        } else {
+          add_into(entries[std::size_t(s)].second, v);
+        }
+      }
+      for (std::size_t i = 0; i < u; i++) slot[std::size_t(entries[i].first)] = -1;
+      entries.resize(u);
+    } else {  // (keys anywhere: sorted, stable, so that values still add in order)
+      std::stable_sort(entries.begin(), entries.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::size_t u = 0;
+      for (std::size_t i = 0; i < entries.size(); i++) {
+        if (u > 0 && entries[u - 1].first == entries[i].first)
+          add_into(entries[u - 1].second, entries[i].second);
+        else
+          entries[u++] = entries[i];
+      }
+      entries.resize(u);
+    }
+    distinct = entries.size();
+  }
+
+  template <class F> void each(F&& f) const {  // a key may come more than once until pruned
     for (const auto& e : entries) f(e.first, e.second);
-    if (many)
-      for (const auto& [k, v] : *many) f(k, v);
   }
 
-  i64 size() const { return i64(entries.size() + (many ? many->size() : 0)); }
+  i64 size() const { return i64(entries.size()); }  // (an upper bound until pruned)
+
+  void clear() {
+    entries.clear();
+    distinct = 0;
+    small = true;
+  }
 };
 
 // L destination layers of known sizes over reals, written into the caller's zeroed memory
@@ -234,15 +281,12 @@ template <class T> void prune(T& x) {
 template <int L> void prune(const dense_ref<L>&) {}  // it stores reals at every position
 
 template <class V> void prune(row<V>& r) {  // and sorted by key, as encode wants it
+  r.compact();
   auto& e = r.entries;
-  if (r.many) {
-    e.reserve(r.many->size());
-    for (const auto& [k, v] : *r.many) e.emplace_back(k, v);
-    r.many.reset();
-  }
   e.erase(std::remove_if(e.begin(), e.end(), [](const auto& x) { return is_zero(x.second); }),
           e.end());
   std::sort(e.begin(), e.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  r.distinct = e.size();
 }
 
 template <class V> void prune(vec<V>& x) {  // a dense destination keeps its positions
@@ -592,10 +636,10 @@ template <class V> void encode_at(const vec<V>& x, output& o, int level) {  // a
 }
 
 template <class V> void encode_at(const row<V>& x, output& o, int level) {  // keys sorted
-  const auto by_key = [](const auto& a, const auto& b) { return a.first < b.first; };
-  if (x.many || !std::is_sorted(x.entries.begin(), x.entries.end(), by_key)) {
+  const auto out_of_order = [](const auto& a, const auto& b) { return a.first >= b.first; };
+  if (std::adjacent_find(x.entries.begin(), x.entries.end(), out_of_order) != x.entries.end()) {
     row<V> sorted;  // (prune() sorts)
-    x.each([&](i64 k, const V& v) { sorted.entries.emplace_back(k, v); });
+    x.each([&](i64 k, const V& v) { add_into(sorted[k], v); });
     prune(sorted);
     return encode_at(sorted, o, level);
   }
@@ -689,13 +733,13 @@ template <class V> struct csr {
   }
 
   void flush() {  // the workspace's entries, sorted and without zeros, appended
-    if (ws.many || ws.entries.size() > 1) prune(ws);
+    if (ws.entries.size() > 1) prune(ws);
     for (const auto& e : ws.entries) {
       if (is_zero(e.second)) continue;  // (a row of one entry is not pruned)
       idx.push_back(e.first);
       val.push_back(e.second);
     }
-    ws.entries.clear();
+    ws.clear();
   }
 
   void append(csr& later) {  // the rows of another csr, all after this one's

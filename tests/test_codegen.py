@@ -376,8 +376,8 @@ def test_a_matrix_result_comes_back_as_csr_with_sorted_columns() -> None:
     """A result whose first layer is an array (``vec``) and whose rows are sparse comes
     back as the CSR arrays the kernel wrote, each row sorted by column: rows of one entry
     written in key order (VVA's identity, appended as they come: ``sdql::csr``), and rows
-    written out of order (``sdql::row``), with more entries than a row scans (16) and with
-    entries that cancel."""
+    written out of order (``sdql::row``: appended, then merged by key), with many more
+    updates than keys and with entries that cancel."""
     f = sdqlite.compile("V1 : {dense_int[n] -> real}\nV2 : {int[n] -> real}\n"
                         "(sum(<i, a> in V1) {i -> a}) + V2", wrt="V1")
     got: Any = f(V1=np.ones(5), V2=sp.coo_array(([1.0], ([2],)), shape=(5,)))
@@ -415,6 +415,29 @@ def _pm_ones(rows: int, cols: int, seed: int) -> tuple[Any, Any]:
     shuffled = sp.csr_array((m.data[np.concatenate(perm)], m.indices[np.concatenate(perm)],
                              m.indptr), shape=a.shape)
     return a, shuffled
+
+
+def test_rows_written_out_of_order_merge_keys_anywhere_and_check_their_sums() -> None:
+    """A row written out of order (``sdql::row``) merges repeated keys through a table of
+    places when every key is in [0, 2^22), by a stable sort otherwise: keys far apart and
+    negative give the interpreter's value, and an integer sum that overflows while two
+    updates of one key are merged fails (the interpreter's unbounded sum is refused when it
+    is handed back as numpy's 64 bits, not crashed on)."""
+    _, shuffled = _pm_ones(40, 30, 4)
+    src = ("A : {int[m] -> {int[n] -> real}}\nsum(<i, r> in A) sum(<j, v> in r) "
+           "sum(<k, w> in r) {j -> {k * 100000000 - 50 -> v * w}}")
+    f = sdqlite.compile(src)
+    assert "sdql::vec<sdql::row<double>> result" in f.cpp({"A": shuffled})
+    assert _as_dict(f(A=shuffled)) == _as_dict(sdqlite.evaluate(src, A=shuffled))
+    big = ("A : {int[m] -> {int[n] -> real}}\nc : int\nsum(<i, r> in A) sum(<j, v> in r) "
+           "sum(<k, w> in r) {j -> {k -> c}}")
+    g = sdqlite.compile(big)
+    assert "sdql::vec<sdql::row<sdql::i64>> result" in g.cpp({"A": shuffled, "c": 1})
+    assert _as_dict(g(A=shuffled, c=3)) == _as_dict(sdqlite.evaluate(big, A=shuffled, c=3))
+    with pytest.raises(EvalError, match=r"integer overflow: the result holds \d+, which"):
+        sdqlite.evaluate(big, A=shuffled, c=2**61)
+    with pytest.raises(EvalError, match="integer overflow"):
+        g(A=shuffled, c=2**61)
 
 
 def test_rows_written_in_key_order_are_appended_as_csr() -> None:
