@@ -16,7 +16,9 @@ and the hand-written numpy/scipy formula for the same gradient.  Each system's r
 is checked against the formula first; then a call is timed (the median of ``--repeat``
 warm calls: conversion of inputs and outputs included), and printed as a ratio to the
 formula timed in the same run.  The column "arr C++" is the arr kernel alone (its
-buffers prepared beforehand): the rest of a call is the Python front door's work.
+buffers prepared beforehand): the rest of a call is the Python front door's work.  The
+last column is how far one arr call and one formula call raise the process's peak
+resident set (MiB, ``peak``: the result and the allocator's caches included).
 Compilation (the pipeline, then g++) is reported apart.
 Cases whose work would exceed ``--max-work`` are skipped, with the reason.
 
@@ -28,6 +30,8 @@ it; ``--quick`` for a short sweep, which writes neither).
 from __future__ import annotations
 
 import argparse
+import ctypes
+import gc
 import math
 import os
 import platform
@@ -165,6 +169,7 @@ class Row:
     nnz: int
     scipy: float  # seconds
     ratios: dict[str, float]  # by system, and "arr C++"
+    peaks: tuple[float, float] = (math.nan, math.nan)  # MiB: arr's call, the formula's
 
 
 def compiled(k: KernelSpec, system: str) -> Compiled:
@@ -247,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         systems = {s: compiled(k, s) for s in SYSTEMS}
         say(f"\n{name}: d/d{k.wrt}   (compile: pipeline + g++ -O3 per system, below)")
         header = (f"{'n':>7} {'density':>8} {'nnz':>9} {'scipy s':>10}  "
-                  + "  ".join(f"{s:>11}" for s in SYSTEMS) + f"  {'arr C++':>11}")
+                  + "  ".join(f"{s:>11}" for s in SYSTEMS) + f"  {'arr C++':>11}"
+                  + f"  {'MiB arr / scipy':>16}")
         say(header)
         built = False
         for n in sizes:
@@ -272,7 +278,10 @@ def main(argv: list[str] | None = None) -> int:
                     cells.append(f"{t / base:>10.2f}x")
                 ratios["arr C++"] = kernel_only(systems['arr'], data, args.repeat) / base
                 cells.append(f"{ratios['arr C++']:>10.2f}x")
-                last[name] = Row(n, d, nnz, base, ratios)
+                peaks = (peak(lambda: systems["arr"](**data)),  # noqa: B023
+                         peak(lambda: k.formula(data)))  # noqa: B023
+                cells.append(f"{peaks[0]:>8.1f} /{peaks[1]:>7.1f}")
+                last[name] = Row(n, d, nnz, base, ratios, peaks)
                 if not built:
                     built = True
                     compile_s = time.perf_counter() - start
@@ -302,7 +311,7 @@ def _time(t: float) -> str:
     return f"{t * 1e6:.0f} µs" if t < 1e-3 else f"{t * 1e3:.1f} ms" if t < 1 else f"{t:.2f} s"
 
 
-def table(last: dict[str, Row], cop: tuple[float, float, float, int] | None,
+def table(last: dict[str, Row], cop: tuple[float, float, float, int, float, float] | None,
           repeat: int, loads: str, at: str = "unknown") -> str:
     """The README's table: each kernel at the largest case the sweep ran."""
     lines = [f"Measured by `make bench` on {time.strftime('%Y-%m-%d')}, commit {at} "
@@ -312,17 +321,19 @@ def table(last: dict[str, Row], cop: tuple[float, float, float, int] | None,
              f"times are medians of {repeat} warm calls of the formula, the others ratios "
              "to it (below 1: faster than scipy):", "",
              "| kernel, gradient w.r.t. the dense variable | n | density | entries | scipy "
-             "| dict | arr | arr, 2 threads | arr C++ |", "|---|---|---|---|---|---|---|---|---|"]
+             "| dict | arr | arr, 2 threads | arr C++ | peak MiB, arr / scipy |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in last.items():
         cells = " | ".join(f"{r.ratios[s]:.2f}×" for s in ("dict", "arr", "arr-2t", "arr C++"))
         lines.append(f"| {NAMES[name]} | {_power(r.n)} | {_power(r.density)} | {r.nnz:,} | "
-                     f"{_time(r.scipy)} | {cells} |")
+                     f"{_time(r.scipy)} | {cells} | {r.peaks[0]:.1f} / {r.peaks[1]:.1f} |")
     if cop is not None:
-        arr, dict_, scipy, entries = cop
+        arr, dict_, scipy, entries, arr_mib, scipy_mib = cop
         lines += ["", f"βAᵀA at the size of cop20k_A (a synthetic 121,192 × 121,192 matrix "
                       f"with 1,362,087 entries; its βAᵀA has {entries:,}): {arr:.2f} s in "
                       f"\"arr\", {dict_:.2f} s in \"dict\", {scipy:.2f} s for scipy's "
-                      "`A.T @ A`."]
+                      f"`A.T @ A`; a call's peak memory {arr_mib:,.0f} MiB in \"arr\", "
+                      f"{scipy_mib:,.0f} MiB for scipy."]
     return "\n".join(lines)
 
 
@@ -331,6 +342,34 @@ def with_table(text: str, table: str) -> str:
     if not pattern.search(text):
         raise SystemExit(f"README.md has no {BEGIN!r} ... {END!r} block to write")
     return pattern.sub(lambda _: f"{BEGIN}\n{table}\n{END}", text)
+
+
+def _status(field: str) -> float:
+    """A /proc/self/status size in MiB."""
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith(field + ":"))
+    return int(line.split()[1]) / 1024
+
+
+def peak(fn: Callable[[], Any]) -> float:
+    """How far one call raises the process's peak resident set above what it held before
+    (MiB; the result is alive at the end): VmHWM reset through /proc/self/clear_refs, after
+    the memory the allocator kept from earlier calls is given back (``malloc_trim``), so
+    that a warm call's pages count as a first call's do (the outputs the runtime keeps for
+    reuse, 64 MB at most, stay: they were held before).  NaN where Linux does not offer
+    that."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        before = _status("VmRSS")
+        result = fn()
+        grown = _status("VmHWM") - before
+    except OSError:
+        return math.nan
+    del result
+    return grown
 
 
 def kernel_only(f: Compiled, data: Data, repeat: int) -> float:
@@ -352,7 +391,7 @@ def _build(f: Compiled) -> str:
     return f"{sum(s.build_seconds for s in specs):.2f}"
 
 
-def cop20k(repeat: int) -> tuple[float, float, float, int]:
+def cop20k(repeat: int) -> tuple[float, float, float, int, float, float]:
     """BATAX's beta A^T A at the size of SuiteSparse's cop20k_A (121,192 x 121,192 with
     1,362,087 entries): a synthetic matrix with those dimensions and entry count."""
     n, nnz = 121_192, 1_362_087
@@ -363,17 +402,19 @@ def cop20k(repeat: int) -> tuple[float, float, float, int]:
     say(f"\nBATAX at cop20k_A's size (synthetic: {n} x {n}, {a.nnz} entries)")
     want = k.formula(data)
     base = timed(lambda: k.formula(data), repeat)
-    times = {}
+    times, peaks = {}, {"scipy": peak(lambda: k.formula(data))}
     for system in ("arr", "dict"):
         f = compiled(k, system)
         got = f(**data)
         ok = agree(got, want)
         t = timed(lambda: f(**data), repeat)  # noqa: B023
         times[system] = t if ok else math.nan
+        peaks[system] = peak(lambda: f(**data))  # noqa: B023
         say(f"  {system:5} {t:8.3f} s   scipy {base:8.3f} s   ratio {t / base:5.2f}x   "
             f"result {got.shape[0]} x {got.shape[1]}, {got.nnz} entries, "
-            f"{'agrees' if ok else 'WRONG'}")
-    return times["arr"], times["dict"], base, int(want.nnz)
+            f"{'agrees' if ok else 'WRONG'}; peak {peaks[system]:.0f} MiB, "
+            f"scipy's {peaks['scipy']:.0f} MiB")
+    return times["arr"], times["dict"], base, int(want.nnz), peaks["arr"], peaks["scipy"]
 
 
 if __name__ == "__main__":

@@ -219,13 +219,14 @@ def test_make_bench_writes_the_readmes_table_between_its_markers() -> None:
     assert text.count(BEGIN) == 1 and text.count(END) == 1
     row = Row(10**5, 1e-3, 9_990_000, 0.0113, {"dict": 36.6, "arr": 3.3, "arr-no-norm": 3.4,
                                                 "arr-no-dps": 30.0, "arr-2t": 1.9,
-                                                "arr C++": 0.97})
-    written = with_table(text, table({"SMVM": row}, (2.5, 2.7, 0.24, 15_400_000), 5,
+                                                "arr C++": 0.97}, (12.25, 8.0))
+    written = with_table(text, table({"SMVM": row}, (2.5, 2.7, 0.24, 15_400_000, 900, 700), 5,
                                           "0.50 at the start, 0.60 at the end"))
     assert written.replace(written[written.index(BEGIN):written.index(END)], "") == \
         text.replace(text[text.index(BEGIN):text.index(END)], "")  # nothing else changes
     assert ("| SMVM, the column sums of A | 10⁵ | 10⁻³ | 9,990,000 | 11.3 ms | 36.60× | "
-            "3.30× | 1.90× | 0.97× |") in written
+            "3.30× | 1.90× | 0.97× | 12.2 / 8.0 |") in written
     assert "2.50 s in \"arr\", 2.70 s in \"dict\", 0.24 s for scipy's" in written
+    assert "peak memory 900 MiB in \"arr\", 700 MiB for scipy" in written
     assert "load average 0.50 at the start, 0.60 at the end" in written
     assert with_table(written, "again") == with_table(text, "again")
