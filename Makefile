@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 PROFILE ?= dev
 CXX    ?= g++
 SYSTEM_PACKAGES := python3-venv make g++ libboost1.81-dev
-SANITIZE_FLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+SANITIZE_FLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -DSDQL_CHECKED
 TSAN_FLAGS      := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 
 .PHONY: setup check-system examples test sanitize properties bench bench-peers mutation mutation-quick clean

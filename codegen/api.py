@@ -272,7 +272,8 @@ class Compiled:
         key = (id(lowering), tuple(sorted(elements.items())), dest)
         if key not in self.cache:
             kernel = emit_kernel(_identifier(self.name), lowering.low,
-                                 show(lowering.stages[-1].program), dest=dest, flat=elements)
+                                 show(lowering.stages[-1].program), dest=dest, flat=elements,
+                                 lengths=_lengths(lowering.flat, formats))
             self.cache[key] = Specialized(lowering.stages, kernel, lowering.flat, formats,
                                           lowering.sizes, lowering.type,
                                           source=translation_unit([kernel]))
@@ -486,6 +487,19 @@ def _say(what: str) -> None:
 def _identifier(name: str) -> str:
     text = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "kernel"
     return text if text[0].isalpha() else f"k_{text}"
+
+
+def _lengths(flat: Mapping[str, Mapping[str, str]], formats: Mapping[str, Format]
+             ) -> dict[str, str]:
+    """The formats' lengths of their arrays (``Format.lengths``) in the kernel's flat names:
+    ``pos -> len+1`` of input A is ``A_pos -> A_len+1``."""
+    out = {}
+    for x, params in flat.items():
+        for param, length in formats[x].lengths:
+            base = length.removeprefix("@").removesuffix("+1")
+            if param in params and base in params:
+                out[params[param]] = length.replace(base, params[base], 1)
+    return out
 
 
 def _elements(low: Lowered, flat: Mapping[str, Mapping[str, str]], kinds: Mapping[str, I.Kind]

@@ -202,13 +202,15 @@ class Kernel:
 
 
 def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination = "value",
-                flat: Mapping[str, str] | None = None) -> Kernel:
+                flat: Mapping[str, str] | None = None,
+                lengths: Mapping[str, str] | None = None) -> Kernel:
     """The kernel ``name`` and its entry point for the lowered program ``low``.  ``dest``
     says where the result goes; ``flat`` names the inputs read in place as flat arrays,
-    with their C++ element types (32-bit index arrays stay 32-bit)."""
+    with their C++ element types (32-bit index arrays stay 32-bit); ``lengths`` what the
+    formats and the front door make true of flat arrays' lengths (``Extents``)."""
     flats = dict(flat or {})
     em = _Emitter(Names(), {x: t for x, t in low.inputs} | {RESULT: low.type}, [], set(),
-                  parallel_loops(low))
+                  parallel_loops(low), Extents(dict(lengths or {})))
     dest_type, made = _destination(low.type, dest)
     params = [f"{_param_type(t, flats.get(x))} {em.names(x)}" for x, t in low.inputs]
     params.append(f"{dest_type}& result")
@@ -367,6 +369,43 @@ def _param_type(t: Type, flat: str | None = None) -> str:
     return cpp_type(t) if _scalar(t) else f"const {cpp_type(t)}&"
 
 
+_NONE: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+
+
+@dataclass
+class Extents:
+    """Flat arrays' lengths, as the formats state them (``Format.lengths``, in the kernel's
+    flat names) and the layouts and the front door make true of the data: a scalar input
+    ``n``, ``n+1``, ``@p`` (the last entry of pointer array ``p``, every entry of which lies
+    in 0 .. it: the door checks p monotone from 0) or ``@p+1``.  A loop over positions that
+    such a length bounds reads the arrays of that length without a check (``sdql::at``):
+
+      for k in (0:n), for k in a(0:n) with a of length n   k < n    (a COO's entries)
+      for k in a(p(e1):p(e2)) with a of length @p          k < @p   (a row's entries)
+
+    and the arrays one longer (a pointer array of the layer below) at k and at k + 1."""
+
+    lengths: dict[str, str]
+
+    def of(self, count: str) -> tuple[frozenset[str], frozenset[str]]:
+        """The arrays a position below ``count`` reads (those of that length or one more),
+        and those the next position reads (one more)."""
+        longer = frozenset(a for a, n in self.lengths.items() if n == count + "+1")
+        return frozenset(a for a, n in self.lengths.items() if n == count) | longer, longer
+
+    def inside(self, dom: Expr) -> tuple[frozenset[str], frozenset[str]]:
+        """The arrays a loop over ``dom`` may read at its key, and at its key + 1, unchecked."""
+        match dom:
+            case Range(IntConst(0), Var(n)):
+                return self.of(n)
+            case SubArray(Var(a), IntConst(0), Var(n)) if self.lengths.get(a) == n:
+                return self.of(n)
+            case SubArray(Var(a), Lookup(Var(p), _), Lookup(Var(q), _)) \
+                    if p == q and self.lengths.get(a) == "@" + p:
+                return self.of("@" + p)
+        return frozenset(), frozenset()
+
+
 @dataclass
 class _Emitter:
     names: Names
@@ -374,6 +413,9 @@ class _Emitter:
     spans: list[Span | None]
     ops: set[str]
     parallel: dict[int, str] = field(default_factory=dict)  # id(loop) -> its destination
+    extents: Extents = field(default_factory=lambda: Extents({}))
+    #: a loop key -> the flat arrays it reads unchecked, at it and at it + 1
+    unchecked: dict[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict)
 
     # ---- statements ---------------------------------------------------------------------
     def block(self, stmts: Sequence[Stmt], depth: int) -> str:
@@ -422,6 +464,9 @@ class _Emitter:
         adding into its own copy of the destination (``sdql::parallel``)."""
         pad = "  " * depth
         self.types[key], self.types[val] = INT, dt.val
+        self.unchecked[key] = self.extents.inside(dom)  # (binders are renamed apart)
+        if isinstance(dom, Range):  # each position its own value
+            self.unchecked[val] = self.unchecked[key]
         k, v = self.names(key), self.names(val)
         elem = f"const {cpp_type(dt.val)}" if _scalar(dt.val) else "const auto&"
         before = ""  # a statement the loop needs first
@@ -432,7 +477,9 @@ class _Emitter:
                 arr = f"{k}_arr"
                 before = f"{pad}const auto& {arr} = {self.expr(a)[0]};\n"
                 bounds = self.expr(lo)[0], self.expr(hi)[0]
-                value = f"{elem} {v} = sdql::lookup({arr}, {k})"
+                read = "at" if isinstance(a, Var) and a.name in self.unchecked[key][0] \
+                    else "lookup"
+                value = f"{elem} {v} = sdql::{read}({arr}, {k})"
             case Single(one_key, one_value):  # one entry unless its value is zero: no loop
                 return (f"{pad}if ({elem} {v} = {self.expr(one_value)[0]}; "
                         f"!sdql::is_zero({v})) {{\n"
@@ -505,6 +552,13 @@ class _Emitter:
             case Lookup(Range(lo, hi), k):  # (lo:hi)(k), without building the range
                 return (f"sdql::range_at({self.expr(lo)[0]}, {self.expr(hi)[0]}, "
                         f"{self.expr(k)[0]})"), INT
+            case Lookup(Var(a) as d, Var(k) as key, _, t) if a in self.unchecked.get(k, _NONE)[0]:
+                assert t is not None, "elaborated"  # a position a loop bounds (Extents)
+                return f"sdql::at({self.expr(d)[0]}, {self.expr(key)[0]})", t
+            case Lookup(Var(a) as d, Add(Var(k), IntConst(1)) as key, _, t) \
+                    if a in self.unchecked.get(k, _NONE)[1]:
+                assert t is not None, "elaborated"
+                return f"sdql::at({self.expr(d)[0]}, {self.expr(key)[0]})", t
             case Lookup(d, k, _, t):
                 assert t is not None, "elaborated"
                 return f"sdql::lookup({self.expr(d)[0]}, {self.expr(k)[0]})", t

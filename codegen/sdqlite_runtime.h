@@ -320,6 +320,23 @@ inline i64 lookup(const arr<std::int32_t>& a, i64 k) {
   return k >= a.start && k < a.end() ? i64(a.at(k)) : 0;
 }
 
+// A position that a loop's bounds keep inside the array (codegen/emit.py, Extents: the
+// formats' lengths, which the front door checks): read without a check, but in the checked
+// build (-DSDQL_CHECKED, the sanitizer run) a position outside is an internal error.
+template <class V> const V& at(const arr<V>& a, i64 k) {
+#ifdef SDQL_CHECKED
+  if (k < a.start || k >= a.end()) throw std::logic_error("an unchecked read outside its array");
+#endif
+  return a.at(k);
+}
+
+inline i64 at(const arr<std::int32_t>& a, i64 k) {
+#ifdef SDQL_CHECKED
+  if (k < a.start || k >= a.end()) throw std::logic_error("an unchecked read outside its array");
+#endif
+  return i64(a.at(k));
+}
+
 // A lookup into a temporary returns its entry by value (a reference would dangle).
 template <class V> V lookup(dict<V>&& d, i64 k) { return lookup(static_cast<const dict<V>&>(d), k); }
 template <class V> V lookup(arr<V>&& a, i64 k) { return lookup(static_cast<const arr<V>&>(a), k); }

@@ -109,7 +109,7 @@ from sdqlite.storage.formats import formats_for, resolve
 from sdqlite.syntax.ast import free_vars
 from sdqlite.syntax.ops import UNARY_OPS
 from sdqlite.syntax.parser import parse_program
-from sdqlite.syntax.types import REAL, DictT
+from sdqlite.syntax.types import REAL, DictT, scalar_of
 from semantics.convert import from_numpy, from_scipy, to_numpy
 from semantics.oracle import nested
 from semantics.run import Input, run
@@ -486,9 +486,25 @@ def test_a_compiled_program_goes_through_what_it_is_asked_for(
     assert (spec.kernel.dest != "value") == (
         dense_destination and isinstance(t, DictT) and not t.dense
         and spec.sizes[0] not in (None, NO_KEYS)), (t, spec.sizes)
-    # written in place into numpy's memory exactly for a real vector
-    assert (spec.kernel.dest == "dense") == (spec.kernel.dest != "value" and isinstance(
-        t, DictT) and t.val == REAL), (t, spec.kernel.dest)
+    # written in place into numpy's memory: reals in arrays of known sizes, a real vector
+    # always (a matrix too where every write fills its rows: test below)
+    if spec.kernel.dest == "dense":
+        assert scalar_of(t) == REAL and all(
+            s not in (None, NO_KEYS) for s in spec.sizes[:len(D.layers(t))]), (t, spec.sizes)
+    if spec.kernel.dest != "value" and isinstance(t, DictT) and t.val == REAL:
+        assert spec.kernel.dest == "dense", t
+
+
+def test_a_real_matrix_every_write_fills_is_written_in_place() -> None:
+    """The case law 12 once got wrong (it said only a real vector goes in place): SMMM's
+    gradient, an n x 16 real matrix whose every write fills a row of B's width, from a
+    matrix A given as empty numpy data in ``dict``."""
+    k = KERNELS["SMMM"]
+    given = {"A": np.zeros((0, 0)), "B": np.zeros((0, P))}
+    compiled = sdqlite.compile(k.source, wrt=k.wrt, formats={"A": "dict"})
+    spec = compiled.specialized(compiled.read(given))
+    assert spec.kernel.dest == "dense" and not D.layers(spec.result)[1].dense
+    assert compiled(**given).shape == (0, P)
 
 
 @pytest.mark.parametrize("data", [np.array([1.0, 0.0, 2.0]), sp.coo_array(np.array([1.0, 0.0])),

@@ -10,8 +10,11 @@ or give one value, in a process that stays alive.  scipy holds a corrupted matri
 format, not only csr, csc and coo: a bsr's blocks, a lil's row lists, a dok's dict and a
 dia's offsets and diagonals are plain attributes, damaged there.  The inputs are built
 and both backends called in a worker process: a crash is a failing example, not the end
-of the test run.  (``make mutation`` plants its mutants in the pytest process only: the
-worker never sees them.)
+of the test run.  The worker's kernels are built checked (``-DSDQL_CHECKED``): a read that
+the compiled loops make without a check, relying on the lengths the formats state and the
+door lets through (``codegen/emit.py``, ``Extents``), fails there if it falls outside.
+(``make mutation`` plants its mutants in the pytest process only: the worker never sees
+them.)
 
 ``test_malformed_scipy_data_are_the_interpreters_error_or_value`` checks the compiled
 value against another reading of the same arrays — ``semantics.convert.from_scipy``, the
@@ -430,7 +433,9 @@ class Worker:
                 [sys.executable, "-c", "from properties.test_front_door import serve; serve()"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                 cwd=Path(__file__).resolve().parents[1],
-                env={"SDQLITE_CXXFLAGS": "-O0", **os.environ})  # (quick builds, unless set)
+                # quick builds, unless set, and checked: a read the loops make unchecked,
+                # relying on the lengths the door let through, is an error if outside
+                env={"SDQLITE_CXXFLAGS": "-O0 -DSDQL_CHECKED", **os.environ})
         proc = self.proc
         assert proc.stdin is not None and proc.stdout is not None
         sent = pickle.dumps([getattr(case, f.name) for f in fields(case)])

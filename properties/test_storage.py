@@ -9,6 +9,9 @@
 3. For generated programs Γ ⊢ e : T and any choice of a format per input that admits
    one, ``compose(e)`` — each input bound to its format's definition over its flat
    arrays — has e's type, and its value on the flat arrays of ρ is ⟦e⟧(ρ).
+4. The lengths a format states of its arrays (``Format.lengths``, on which the compiled
+   loops' unchecked reads rely) hold of every layout: ``n`` and ``n+1`` exactly, and for
+   ``@p`` every entry of the pointer array p (monotone from 0) at most the length.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import DataError
 from sdqlite.storage.compose import compose
 from sdqlite.storage.formats import FORMATS, TENSOR3, Format, formats_for, layout, resolve
+from sdqlite.syntax.types import DictT
 from semantics.interp import evaluate
 from semantics.values import Value, values_equal
 
@@ -54,6 +58,38 @@ def test_each_definition_denotes_the_value_it_stores(case: tuple[Format, Value, 
     elab, t = typecheck(fmt.program, ctx)
     assert t == fmt.stores
     assert evaluate(elab, flat_values(flat, fmt)) == v
+
+
+def holds(flat: dict[str, Any], length: str, n: int) -> bool:
+    """Does an array of ``n`` entries have the ``length`` a format states (law 4)?"""
+    base = length.removeprefix("@").removesuffix("+1")
+    extra = 1 if length.endswith("+1") else 0
+    if not length.startswith("@"):
+        return n == int(flat[base]) + extra
+    p = np.asarray(flat[base])
+    return bool(len(p) and p[0] == 0 and np.all(np.diff(p) >= 0)) and \
+        int(p[-1]) + extra <= n
+
+
+@given(stored())
+def test_each_layout_has_the_lengths_its_format_states(case: tuple[Format, Value, Any]) -> None:
+    fmt, v, sizes = case
+    assert fmt.stores is not None
+    flat = layout(fmt, coo(v, fmt.stores), sizes)
+    for array, length in fmt.lengths:
+        assert holds(flat, length, len(flat[array])), (fmt.name, array, length)
+
+
+def test_the_lengths_name_arrays_and_counts_of_their_format() -> None:
+    """Each stated length is an array's, counted by a scalar parameter or by a pointer
+    array of the same format."""
+    for fmt in STORED:
+        params = dict(fmt.params)
+        for array, length in fmt.lengths:
+            base = length.removeprefix("@").removesuffix("+1")
+            counter = params[base]
+            assert isinstance(params[array], DictT), (fmt.name, array)
+            assert isinstance(counter, DictT) == length.startswith("@"), (fmt.name, length)
 
 
 @pytest.mark.parametrize("fmt", STORED, ids=lambda f: f.name)

@@ -20,9 +20,10 @@ import scipy.sparse as sp
 import codegen.api as api
 import sdqlite
 from codegen.build import build
-from codegen.emit import translation_unit
+from codegen.emit import Extents, translation_unit
 from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import BuildError, CodegenError, DataError, EvalError, SDQLTypeError
+from sdqlite.syntax.ast import IntConst, Lookup, Range, SubArray, Var
 from sdqlite.syntax.parser import parse_program
 from sdqlite.ui.cli import main
 from sdqlite.ui.session import Session
@@ -606,3 +607,55 @@ def test_a_first_call_says_what_it_does_on_a_terminal_only(
     monkeypatch.setattr(terminal, "isatty", lambda: False)  # a file, a pipe: quiet
     assert sdqlite.compile("x : real\nx * x + 4.5", wrt="x")(x=1.0) == 2.0
     assert terminal.text == ""
+
+
+def test_loops_over_positions_a_format_bounds_read_without_checks() -> None:
+    """A loop over a CSR row's positions (``A_idx(A_pos(i):A_pos(i + 1))``) reads A_idx and
+    A_val there without a check, and A's rows ``(0:A_len)`` read A_pos at i and i + 1 without
+    one: the lengths csr states (``Format.lengths``), which the door makes true.  A dense
+    input read at a column key keeps its check (nothing bounds that key by its length)."""
+    src = ("A : {int[m] -> {int[n] -> real}}\nx : {dense_int[n] -> real}\n"
+           "sum(<i, r> in A) sum(<j, a> in r) a * x(j)")
+    f = sdqlite.compile(src, formats={"A": "csr"})
+    a = sp.csr_array(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]))
+    cpp = f.cpp({"A": a, "x": np.ones(3)})
+    for read in ("sdql::at(A_val_c, k4)", "sdql::at(k4_arr, k4)", "sdql::at(A_pos_c, k2)",
+                 "sdql::at(A_pos_c, sdql::add(k2, sdql::i64(1)))", "sdql::lookup(x_c, v5)"):
+        assert read in cpp, read
+    assert f(A=a, x=np.array([1.0, 2.0, 4.0])) == 1.0 + 8.0 + 6.0
+
+
+@pytest.mark.parametrize(("dom", "why"), [
+    (Range(IntConst(0), Var("m")), "another count: m is not the arrays' length"),
+    (SubArray(Var("a"), Lookup(Var("p"), Var("i")), Lookup(Var("q"), Var("i"))),
+     "two pointer arrays: q's entries need not lie within a"),
+    (SubArray(Var("b"), Lookup(Var("p"), Var("i")), Lookup(Var("p"), Var("i"))),
+     "b is not counted by p"),
+    (SubArray(Var("a"), IntConst(0), Var("n")), "a's length is @p, not n"),
+    (SubArray(Var("c"), IntConst(1), Var("n")), "not from 0"),
+])
+def test_a_loop_reads_unchecked_only_where_a_stated_length_bounds_it(dom: Any, why: str
+                                                                     ) -> None:
+    """``Extents.inside`` and each of its conditions: a loop whose positions a length does
+    not bound reads every array with its check."""
+    ext = Extents({"a": "@p", "v": "@p", "q": "n+1", "c": "n", "b": "n"})
+    assert ext.inside(SubArray(Var("a"), Lookup(Var("p"), Var("i")),
+                               Lookup(Var("p"), Var("j")))) == (frozenset("av"), frozenset())
+    assert ext.inside(Range(IntConst(0), Var("n"))) == (frozenset("cbq"), frozenset("q"))
+    assert ext.inside(dom) == (frozenset(), frozenset()), why
+
+
+def test_the_checked_build_catches_an_unchecked_read_outside(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrong claim of length (planted: x said to have n entries) makes a read unchecked
+    that falls outside; the checked build (``-DSDQL_CHECKED``, the sanitizer run's) stops
+    there, where the honest kernel reads zero past x's end, as the interpreter does."""
+    src = "x : {dense_int -> real}\nn : int\nsum(<k, v> in (0:n)) x(k)"
+    assert sdqlite.compile(src)(x=np.array([1.0, 2.0]), n=5) == 3.0
+    monkeypatch.setenv("SDQLITE_CXXFLAGS", "-O0 -DSDQL_CHECKED")
+    monkeypatch.setattr(api, "_lengths", lambda flat, formats: {"x": "n"})
+    f = sdqlite.compile(src)
+    assert "sdql::at(x" in f.cpp({"x": np.ones(2), "n": 5})
+    assert f(x=np.array([1.0, 2.0]), n=2) == 3.0
+    with pytest.raises(sdqlite.SDQLiteError, match="an unchecked read outside its array"):
+        f(x=np.array([1.0, 2.0]), n=5)

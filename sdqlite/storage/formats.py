@@ -54,6 +54,11 @@ class Format:
     #: throughout): what ``unique(...)`` in the definition promises, and what the layouts
     #: and the compiled front door (codegen/inputs.py) make true of the data
     unique: tuple[tuple[str, str | None], ...] = ()
+    #: each array parameter's length: a scalar parameter ``n``, ``n+1``, ``@p`` (the last
+    #: entry of pointer array ``p``, every entry of which lies in 0 .. it) or ``@p+1``; the
+    #: layouts and the front door make them true (a loop over positions then reads the
+    #: arrays of that length without a check: codegen/emit.py, ``Extents``)
+    lengths: tuple[tuple[str, str], ...] = ()
 
     @cached_property
     def program(self) -> Expr:
@@ -150,30 +155,34 @@ def _csf(coo: Coo, shape: tuple[int, ...]) -> Flat:
 
 
 #: Fig. fig:storage_spec, one entry per format
+_COMPRESSED = (("pos", "len+1"), ("idx", "@pos"), ("val", "@pos"))
+
 FORMATS: dict[str, Format] = {f.name: f for f in [
     Format("dict", "Nested hash maps (the input as it is: ∇SD (dict))", None, (), ""),
     Format("dense", "Vector Dense", VECTOR, (("len", INT), ("V", VALUES)),
-           "sum(<_, i> in (0:len)) { unique(i) -> V(i) }", _vector_dense, (True,)),
+           "sum(<_, i> in (0:len)) { unique(i) -> V(i) }", _vector_dense, (True,),
+           lengths=(("V", "len"),)),
     Format("coo", "Vector COO", VECTOR, (("len", INT), ("row", INDEX), ("val", VALUES)),
            "sum(<_, i> in (0:len)) { unique(row(i)) -> val(i) }", _vector_coo, (False,),
-           (("row", None),)),
+           (("row", None),), (("row", "len"), ("val", "len"))),
     Format("csr", "Matrix CSR", MATRIX,
            (("len", INT), ("pos", INDEX), ("idx", INDEX), ("val", VALUES)),
            """sum(<_, i> in (0:len))
                 { unique(i) ->
                     sum(<p, j> in idx(pos(i):pos(i+1)))
                       { unique(j) -> val(p) } }""", _csr, (True, False),
-           (("idx", "pos"),)),
+           (("idx", "pos"),), _COMPRESSED),
     # a column's rows are not unique across columns: no unique on the outer key
     Format("csc", "Matrix CSC", MATRIX,
            (("len", INT), ("pos", INDEX), ("idx", INDEX), ("val", VALUES)),
            """sum(<_, j> in (0:len))
                 sum(<p, i> in idx(pos(j):pos(j+1)))
-                  { i -> { j -> val(p) } }""", _csc, (False, True), (("idx", "pos"),)),
+                  { i -> { j -> val(p) } }""", _csc, (False, True), (("idx", "pos"),),
+           _COMPRESSED),
     Format("coo_matrix", "Matrix COO", MATRIX,
            (("len", INT), ("row", INDEX), ("col", INDEX), ("val", VALUES)),
            "sum(<_, p> in (0:len)) { row(p) -> { col(p) -> val(p) } }", _matrix_coo,
-           (False, False)),
+           (False, False), (), (("row", "len"), ("col", "len"), ("val", "len"))),
     Format("dense_matrix", "Matrix Dense Row Major", MATRIX,
            (("rows", INT), ("cols", INT), ("M", VALUES)),
            """sum(<_, i> in (0:rows))
@@ -195,7 +204,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in [
                       { unique(j) ->
                           sum(<p3, k> in idx3(pos3(p2):pos3(p2+1)))
                             { unique(k) -> val(p3) } } }""", _csf,
-           (False, False, False), (("idx1", None), ("idx2", "pos2"), ("idx3", "pos3"))),
+           (False, False, False), (("idx1", None), ("idx2", "pos2"), ("idx3", "pos3")),
+           (("idx1", "len"), ("pos2", "len+1"), ("idx2", "@pos2"), ("pos3", "@pos2+1"),
+            ("idx3", "@pos3"), ("val", "@pos3"))),
 ]}
 
 #: what users may write: ``coo`` and ``dense`` name the vector or the matrix format
