@@ -128,8 +128,10 @@ template <class V> arr<V> owned(std::vector<V>&& items, i64 start) {
 template <class V> struct vec {
   std::vector<V> items;
   explicit vec(i64 n = 0) : items(std::size_t(n)) {}
-  V& operator[](i64 k) {  // the sizes analysis puts every key inside; checked all the same
+  V& operator[](i64 k) {  // the sizes analysis puts every key inside: checked if SDQL_CHECKED
+#ifdef SDQL_CHECKED
     if (k < 0 || k >= i64(items.size())) fail(OUTSIDE, -1, double(k));
+#endif
     return items[std::size_t(k)];
   }
 };
@@ -213,7 +215,7 @@ template <class V> struct row {
 
 // L destination layers of known sizes over reals, written into the caller's zeroed memory
 // (row major, shape[0] x ... x shape[L-1]): a[k] is the sub-array of the first layer's
-// key k, and at the last layer the real itself.  Keys are checked as vec's are.
+// key k, and at the last layer the real itself.  Keys are checked as vec's are (SDQL_CHECKED).
 template <int L> struct dense_ref {
   double* p;
   const i64* shape;
@@ -223,8 +225,10 @@ template <int L> struct dense_ref {
     for (int l = 1; l < L; l++) stride *= shape[l];  // (no division: a size may be 0)
   }
 
-  decltype(auto) operator[](i64 k) const {
+  decltype(auto) operator[](i64 k) const {  // (as vec's: checked if SDQL_CHECKED)
+#ifdef SDQL_CHECKED
     if (k < 0 || k >= shape[0]) fail(OUTSIDE, -1, double(k));
+#endif
     if constexpr (L == 1) {
       return static_cast<double&>(p[k]);
     } else {

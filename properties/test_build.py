@@ -432,7 +432,7 @@ def test_each_failure_the_runtime_reports_reads_as_its_error() -> None:
                for i, (body, _, _) in enumerate(FAILING)]
     ops = {f"OP_{op.upper()}": i for i, op in enumerate(OPS)}
     source = "".join(f"#define {name} {i}\n" for name, i in ops.items())
-    with environment(SDQLITE_CXXFLAGS="-O0"):
+    with environment(SDQLITE_CXXFLAGS="-O0 -DSDQL_CHECKED"):  # (a key outside: checked)
         built = B.build(source + translation_unit(kernels))
     for k, (_, kind, message) in zip(kernels, FAILING, strict=True):
         with pytest.raises(kind, match=message):
