@@ -456,6 +456,19 @@ class _Emitter:
             case _:
                 assert_never(s)
 
+    def counted(self, k: str, bounds: tuple[str, str], value: str, body: Sequence[Stmt],
+                depth: int) -> str:
+        """A loop over the positions bounds[0] .. bounds[1]-1 in blocks of ``sdql::POLL``:
+        it polls for Ctrl-C once a block, so that the positions of a block run as a plain
+        counted loop (one the compiler vectorizes)."""
+        pad = "  " * depth
+        end, stop = self.names.fresh(f"{k}_end"), self.names.fresh(f"{k}_stop")
+        return (f"{pad}for (sdql::i64 {k} = {bounds[0]}, {end} = {bounds[1]}; {k} < {end};) {{\n"
+                f"{pad}  SDQL_POLL();  // Ctrl-C stops the kernel\n"
+                f"{pad}  for (const sdql::i64 {stop} = sdql::block_end({k}, {end}); {k} < {stop}; "
+                f"++{k}) {{\n{pad}    {value};\n"
+                f"{self.block(body, depth + 2)}{pad}  }}\n{pad}}}\n")
+
     def loop(self, key: str, val: str, dom: Expr, dt: DictT, body: Sequence[Stmt],
              depth: int, into: str | None = None) -> str:
         """sum(<key, val> in dom): a counted loop over (lo:hi) or a(lo:hi), a for-each over
@@ -496,10 +509,7 @@ class _Emitter:
                 raise CodegenError("a loop over a domain that was not named (internal)",
                                    dom.span)
         if into is None:
-            return (f"{before}{pad}for (sdql::i64 {k} = {bounds[0]}, {k}_end = {bounds[1]}; "
-                    f"{k} < {k}_end; ++{k}) {{\n{pad}  {value};\n"
-                    f"{pad}  SDQL_POLL();  // Ctrl-C stops the kernel\n"
-                    f"{self.block(body, depth + 1)}{pad}}}\n")
+            return before + self.counted(k, bounds, value, body, depth)
         # A chunk reads the inputs and scalars it uses from copies of its own (a view is
         # three words): what threads share may change under any store, for all the
         # compiler knows, and would be read again at every position.
@@ -517,10 +527,8 @@ class _Emitter:
         text = (f"{before}{pad}sdql::parallel({bounds[0]}, {bounds[1]}, {d}, "
                 f"[&](sdql::i64 {k}_lo, sdql::i64 {k}_hi, auto& {whole}) {{  // in chunks\n"
                 f"{pad}  decltype(auto) {d} = sdql::view({whole});\n{copies}"
-                f"{pad}  for (sdql::i64 {k} = {k}_lo; {k} < {k}_hi; ++{k}) {{\n"
-                f"{pad}    {value};\n"
-                f"{pad}    SDQL_POLL();  // Ctrl-C stops the kernel\n"
-                f"{self.block(body, depth + 2)}{pad}  }}\n{pad}}});\n")
+                + self.counted(k, (f"{k}_lo", f"{k}_hi"), value, body, depth + 1)
+                + f"{pad}}});\n")
         self.names.table = table
         return text
 

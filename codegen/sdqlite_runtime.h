@@ -76,6 +76,11 @@ inline std::atomic<int> interrupted{0};
 // How many threads a loop at the top of the kernel may use (set by run() for the call).
 inline thread_local i64 threads = 1;
 
+// A counted loop polls once a block of POLL positions (codegen/emit.py, counted): the end
+// of the block that starts at k.
+constexpr i64 POLL = 4096;
+inline i64 block_end(i64 k, i64 end) { return end - k > POLL ? k + POLL : end; }
+
 #define SDQL_POLL() \
   if (__builtin_expect(::sdql::interrupted.load(std::memory_order_relaxed), 0)) \
   ::sdql::fail(::sdql::INTERRUPTED)
