@@ -273,7 +273,7 @@ class Compiled:
         if key not in self.cache:
             kernel = emit_kernel(_identifier(self.name), lowering.low,
                                  show(lowering.stages[-1].program), dest=dest, flat=elements,
-                                 lengths=_lengths(lowering.flat, formats))
+                                 lengths=flat_lengths(lowering.flat, formats))
             self.cache[key] = Specialized(lowering.stages, kernel, lowering.flat, formats,
                                           lowering.sizes, lowering.type,
                                           source=translation_unit([kernel]))
@@ -489,7 +489,7 @@ def _identifier(name: str) -> str:
     return text if text[0].isalpha() else f"k_{text}"
 
 
-def _lengths(flat: Mapping[str, Mapping[str, str]], formats: Mapping[str, Format]
+def flat_lengths(flat: Mapping[str, Mapping[str, str]], formats: Mapping[str, Format]
              ) -> dict[str, str]:
     """The formats' lengths of their arrays (``Format.lengths``) in the kernel's flat names:
     ``pos -> len+1`` of input A is ``A_pos -> A_len+1``."""

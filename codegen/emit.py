@@ -209,8 +209,12 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
     with their C++ element types (32-bit index arrays stay 32-bit); ``lengths`` what the
     formats and the front door make true of flat arrays' lengths (``Extents``)."""
     flats = dict(flat or {})
+    parallel = parallel_loops(low)
+    if dest == "rows":  # a CSR result in chunks: each chunk's n + 1 row pointers, merged row
+        # by row, cost as much as the rows' loop (VVA's identity: 39x scipy on two threads)
+        parallel = {loop: d for loop, d in parallel.items() if d != RESULT}
     em = _Emitter(Names(), {x: t for x, t in low.inputs} | {RESULT: low.type}, [], set(),
-                  parallel_loops(low), Extents(dict(lengths or {})))
+                  parallel, Extents(dict(lengths or {})))
     dest_type, made = _destination(low.type, dest)
     params = [f"{_param_type(t, flats.get(x))} {em.names(x)}" for x, t in low.inputs]
     params.append(f"{dest_type}& result")

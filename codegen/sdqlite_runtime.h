@@ -768,18 +768,6 @@ template <class V> struct csr {
     ws.clear();
   }
 
-  void append(csr& later) {  // the rows of another csr, all after this one's
-    later.finish();
-    const auto& lp = later.pos;
-    for (i64 r = std::max<i64>(cur, 0); r < n; r++) {
-      const i64 a = lp[std::size_t(r)], b = lp[std::size_t(r + 1)];
-      if (a == b) continue;
-      start(r);
-      idx.insert(idx.end(), later.idx.begin() + a, later.idx.begin() + b);
-      val.insert(val.end(), later.val.begin() + a, later.val.begin() + b);
-    }
-  }
-
   void finish() {
     if (cur == n) return;
     flush();
@@ -849,13 +837,6 @@ template <int L> struct local<dense_ref<L>> {
   void into(dense_ref<L>& dest) {
     for (std::size_t i = 0; i < buf.size(); i++) dest.p[i] += buf[i];
   }
-};
-
-template <class V> struct local<csr<V>> {  // the rows of a later chunk: appended
-  csr<V> d;
-  explicit local(const csr<V>& x) : d(x.n) {}
-  csr<V>& get() { return d; }
-  void into(csr<V>& dest) { dest.append(d); }
 };
 
 // A chunk's destination: an array of known size is a view, copied (its fields then stay

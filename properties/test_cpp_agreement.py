@@ -34,6 +34,9 @@ its type admits (``sdqlite.storage.formats``: dict, dense, COO, CSR, CSC, column
 7. a loop at the top of a kernel that adds into one destination (``emit.parallel_loops``)
    run in chunks on three threads, each into its own zero added in in chunk order, gives
    the same value (to rounding), and the same first failure, as run on one.
+8. reads at loop positions that the formats' stated lengths bound are made without a
+   check (``emit.Extents``, as ``codegen/api.py`` emits them) and still agree; the
+   sanitizer run builds them checked (``-DSDQL_CHECKED``), where a read outside fails.
 
 Reals compare to 1e-9 (the C++ sums a hash map's entries in another order); dense
 arrays stored inside dictionaries compare pointwise
@@ -58,6 +61,7 @@ from hypothesis import strategies as st
 
 from codegen import data as D
 from codegen import results as R
+from codegen.api import flat_lengths
 from codegen.build import build
 from codegen.dps import lower
 from codegen.emit import Kernel, emit_kernel, translation_unit
@@ -153,6 +157,7 @@ class Prepared:
     sizes: list[Size] = field(default_factory=list)  # of the result, with a dense destination
     bounds: dict[str, int] = field(default_factory=dict)
     params: frozenset[str] = frozenset()  # the storage formats' flat arrays
+    lengths: dict[str, str] = field(default_factory=dict)  # theirs, as the formats state
 
     @property
     def dense(self) -> bool:
@@ -176,11 +181,12 @@ def prepare(c: Case) -> Prepared:
         program, pctx, flat = typecheck(composed.program, composed.ctx)[0], composed.ctx, \
             composed.flat
     env = {x: v for x, v in c.env.items() if x not in flat}
+    lengths = flat_lengths(flat, formats)  # (the kernels read what they bound unchecked)
     for x, params in flat.items():
         arrays = flat_values(_layout(formats[x], c.env[x], ctx[x]), formats[x])
         env |= {params[p]: arrays[p] for p in params}
     if c.wrt is not None:
-        return Prepared(program, pctx, env, program, env, params=_params(flat))
+        return Prepared(program, pctx, env, program, env, params=_params(flat), lengths=lengths)
     if c.sized:
         fixed = check_extents({x: (t, c.env[x], None) for x, t in ctx.items()})
         bounds = size_bounds((f for x, t in ctx.items() for f in facts(t, c.env[x], x)),
@@ -190,8 +196,8 @@ def prepare(c: Case) -> Prepared:
         dense = bool(sizes) and sizes[0] not in (None, NO_KEYS) and isinstance(t, DictT) \
             and not t.dense
         event("a dense destination" if dense else "sized, no dense destination")
-        return Prepared(program, pctx, env, elab, c.env, sizes, bounds, _params(flat))
-    return Prepared(program, pctx, env, elab, c.env, params=_params(flat))
+        return Prepared(program, pctx, env, elab, c.env, sizes, bounds, _params(flat), lengths)
+    return Prepared(program, pctx, env, elab, c.env, params=_params(flat), lengths=lengths)
 
 
 def _params(flat: Mapping[str, Mapping[str, str]]) -> frozenset[str]:
@@ -248,7 +254,9 @@ def check_batch(batch: list[Case]) -> None:
         event(f"destination {dest}")
         flat = {x: e for x, tx in low.inputs
                 if (e := flat_element(p.env[x], tx, i % 2 == 1 and x in p.params)) is not None}
-        kernels.append(emit_kernel(f"k{i}", low, dest=dest, flat=flat))
+        kernels.append(emit_kernel(f"k{i}", low, dest=dest, flat=flat, lengths=p.lengths))
+        if "sdql::at(" in kernels[-1].source:
+            event("a read a format's length bounds, unchecked")
     built = build(translation_unit(kernels))
     for p, k in zip(prepared, kernels, strict=True):
         run = Native(built, k)
