@@ -20,6 +20,12 @@ The lookup fires however a path is written: row i of M as ``M(i)``, as the value
 iterated from M at i, or through let-bound names of either; and a let whose right side
 reads the name it binds is no alias (``let V = shift(V)``: V is not what it reads).
 
+Row views (``row_views``, after the last saturation): a ``let``-bound row of a stored
+input, iterated after, iterated in place keeps the meaning wherever its index array is
+unique within the row's segment, the formats' promise; a binder that hides a name the row
+reads keeps that loop over the row as it is.  The promise is needed: a segment with a
+repeated key, viewed as if promised, changes the value under a non-linear body.
+
 Each pass reports what it did: a positive count per rule that fired, none when the
 program is unchanged (one round), at least two rounds when something fired (the last
 changed nothing), and a deadline that does not pass changes nothing.
@@ -52,12 +58,19 @@ from properties.test_rules import assert_same_meaning, places, rewrite_sites
 from sdqlite.ad.gradient import checked, expand, gradient
 from sdqlite.check.typecheck import Ctx, typecheck
 from sdqlite.errors import DataError, SDQLiteError
-from sdqlite.opt.passes import iterated_key_lookup, normalize_multiplication, sparsity_propagation
+from sdqlite.opt.passes import (
+    iterated_key_lookup,
+    normalize_multiplication,
+    row_views,
+    sparsity_propagation,
+)
 from sdqlite.opt.rules import NORMALIZATION, SPARSITY, family
 from sdqlite.syntax.ast import Expr, Let, subterms
 from sdqlite.syntax.parser import parse_expr
 from sdqlite.syntax.printer import show
-from sdqlite.syntax.types import erase, tensor
+from sdqlite.syntax.types import INT as INT_T
+from sdqlite.syntax.types import REAL as REAL_T
+from sdqlite.syntax.types import DictT, erase, tensor
 from semantics.extents import check_extents
 from semantics.interp import evaluate
 from semantics.values import FRACTION, Value, dense, values_equal
@@ -375,3 +388,57 @@ def test_the_declared_extent_is_needed() -> None:
     assert not values_equal(evaluate(e, env, FRACTION), evaluate(result.program, env, FRACTION))
     unsized = {x: erase(t) for x, t in SIZED_CTX.items()}
     assert not iterated_key_lookup(e, unsized).fired  # without sizes, nothing to go on
+
+
+ROW_CTX: Ctx = {
+    "idx": DictT(INT_T, dense=True), "pos": DictT(INT_T, dense=True),
+    "val": DictT(REAL_T, dense=True), "r": INT_T}
+#: a row bound by a let (as normalization binds BATAX's), iterated twice under a body
+#: that is not linear in its values; the second loop where a binder hides the row's r
+ROWS = [
+    "let x = sum(<p, j> in idx(pos(r):pos(r + 1))) { j -> val(p) } in\n"
+    "sum(<i, w> in x) { i -> sum(<i2, w2> in x) exp(w) * w2 }",
+    "let x = sum(<p, j> in idx(pos(r):pos(r + 1))) { j -> val(p) } in\n"
+    "sum(<i, w> in x) sum(<r, z> in val) { i -> sum(<i2, w2> in x) exp(w) * w2 * z }",
+]
+
+
+@st.composite
+def segments(draw: Draw, repeated: bool = False) -> dict[str, Value]:
+    """Rows of keys unique within each (or, ``repeated``, one row with a key twice) and
+    their values, zeros among them."""
+    rows = draw(st.lists(st.lists(st.integers(0, 5), max_size=4, unique=True), min_size=1,
+                         max_size=3))
+    if repeated:  # the last row: key 0 twice
+        rows[-1] = [0, 0]
+    pos = [0, *itertools.accumulate(len(row) for row in rows)]
+    vals = draw(st.lists(st.sampled_from([0.0, 0.5, -1.0, 2.0]), min_size=pos[-1],
+                         max_size=pos[-1]))
+    return {"idx": dense([k for row in rows for k in row]), "pos": dense(pos),
+            "val": dense(vals),
+            "r": len(rows) - 1 if repeated else draw(st.integers(-1, len(rows)))}
+
+
+@given(st.sampled_from(ROWS), segments())
+def test_a_row_is_iterated_in_place_where_its_keys_are_unique(source: str,
+                                                              env: dict[str, Value]) -> None:
+    e, _ = typecheck(parse_expr(source), ROW_CTX)
+    viewed = row_views(e, ROW_CTX, {"idx": "pos"})
+    assert viewed.fired["row-view"] == (2 if source == ROWS[0] else 1)
+    assert ("let x" in show(viewed.program)) == (source != ROWS[0])  # (r hidden: kept)
+    assert typecheck(viewed.program, ROW_CTX)[1] == typecheck(e, ROW_CTX)[1]
+    assert values_equal(evaluate(viewed.program, env), evaluate(e, env), rel_tol=1e-9)
+    assert not row_views(e, ROW_CTX, {}).fired  # no promise, no view
+    assert not row_views(e, ROW_CTX, {"idx": "val"}).fired  # another array's segments
+
+
+@given(segments(repeated=True))
+def test_a_row_view_needs_the_unique_promise(env: dict[str, Value]) -> None:
+    """Viewed as if promised, a row whose key 0 repeats is iterated twice, once per
+    entry, where the dictionary holds it once with the sum: (exp(1) + exp(2)) * 3 against
+    exp(3) * 3 for the values 1 and 2 at the repeated key."""
+    e, _ = typecheck(parse_expr(ROWS[0]), ROW_CTX)
+    n = len(env["idx"].items)
+    env = {**env, "val": dense([*env["val"].items[:n - 2], 1.0, 2.0])}
+    viewed = row_views(e, ROW_CTX, {"idx": "pos"}).program
+    assert not values_equal(evaluate(viewed, env), evaluate(e, env), rel_tol=1e-9)

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 from sdqlite.check.typecheck import Ctx, NodeTypes, bind, typecheck
 from sdqlite.opt.rules import NORMALIZATION, SPARSITY, Rule, family
 from sdqlite.syntax.ast import (
+    Add,
     Expr,
+    IntConst,
     Let,
     Lookup,
     Single,
+    SubArray,
     Sum,
     Unique,
     Var,
@@ -333,3 +336,69 @@ def _binders(e: Expr) -> set[str]:
         case Let(x):
             return {x}
     return set()
+
+
+def row_views(e: Expr, ctx: Ctx, unique: Mapping[str, str | None]) -> PassResult:
+    """A row of a stored input bound by a ``let`` (normalization binds ``x3`` for BATAX's
+    ``x3 * x3``, after the last saturation, so no fusion sees it) and iterated after is
+    iterated in place, each entry as a one-entry dictionary (a zero value dropped, as
+    the row drops it):
+
+        let x = sum(<p, j> in idx(lo:hi)) {j -> v}  in ... sum(<i, w> in x) b ...
+          ~>  ... sum(<p', j'> in idx(lo:hi)) sum(<i, w> in {j' -> v[p := p']}) b ...
+
+    Guard: ``idx``'s entries are unique within the segment (``unique``: the formats'
+    promise, which the door makes true, within each segment ``pos(e):pos(e + 1)`` of
+    its pointer array, or throughout); a repeated key would be iterated twice instead of
+    once with the sum of its values.  No binder between the ``let`` and the loop may bind
+    a name the row reads."""
+    names = NameSupply(names_in(e))
+    fired: Counter[str] = Counter()
+
+    def go(x: Expr) -> Expr:
+        x = map_children(x, go)
+        if isinstance(x, Let) and _unique_row(x.rhs, unique):
+            body = _in_place(x.body, x.name, x.rhs, free_vars(x.rhs), names, fired)
+            return body if x.name not in free_vars(body) else replace(x, body=body)
+        return x
+
+    out = go(e)
+    if not fired:
+        return PassResult(e, fired, 1)
+    return PassResult(typecheck(out, ctx)[0], fired, 1)
+
+
+def _unique_row(e: Expr, unique: Mapping[str, str | None]) -> bool:
+    """``sum(<p, j> in idx(lo:hi)) {j -> v}`` with idx's entries unique in ``lo:hi``."""
+    match e:
+        case Sum(p, j, SubArray(Var(idx), lo, hi), Single(Var(k), v)) \
+                if k == j != p and j not in free_vars(v) and idx in unique:
+            pos = unique[idx]
+            if pos is None:
+                return True
+            match lo, hi:
+                case Lookup(Var(a), at), Lookup(Var(b), Add(at1, IntConst(1))):
+                    return a == b == pos and at == at1
+    return False
+
+
+def _in_place(e: Expr, x: str, row: Expr, reads: frozenset[str], names: NameSupply,
+              fired: Counter[str]) -> Expr:
+    """``e`` with each loop over ``x`` (the ``let``-bound ``row``) a loop over the row's
+    positions, where no binder hides ``x`` or a name the row reads."""
+    def go(t: Expr) -> Expr:
+        match t:
+            case Sum(i, w, Var(name), b) if name == x:
+                assert isinstance(row, Sum) and isinstance(row.body, Single)
+                p, j = names.fresh("p"), names.fresh("j")
+                entry = Single(Var(j), rename(row.body.val, row.key, p))
+                fired["row-view"] += 1
+                inner = b if {i, w} & ({x} | reads) else go(b)
+                return Sum(p, j, row.dom, Sum(i, w, entry, inner))
+            case Sum(k, v, d, b):
+                return replace(t, dom=go(d), body=b if {k, v} & ({x} | reads) else go(b))
+            case Let(y, r, b):
+                return replace(t, rhs=go(r), body=b if y in {x} | reads else go(b))
+        return map_children(t, go)
+
+    return go(e)

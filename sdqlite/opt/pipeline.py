@@ -32,6 +32,7 @@ from sdqlite.opt.passes import (
     iterated_key_lookup,
     normalize_multiplication,
     positional_rows,
+    row_views,
     sparsity_propagation,
 )
 from sdqlite.opt.saturation import Limits as Limits  # part of this module's interface
@@ -121,6 +122,8 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = 
     if normalize:
         stage("multiplication normalization",
               lambda x: _pass(normalize_multiplication(x, here["ctx"], deadline())))
+    if unique:  # (the formats' promises: after composition)
+        stage("row views", lambda x: _pass(row_views(x, here["ctx"], unique)))
     return stages
 
 
