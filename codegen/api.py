@@ -494,11 +494,10 @@ def flat_lengths(flat: Mapping[str, Mapping[str, str]], formats: Mapping[str, Fo
     """The formats' lengths of their arrays (``Format.lengths``) in the kernel's flat names:
     ``pos -> len+1`` of input A is ``A_pos -> A_len+1``."""
     out = {}
-    for x, params in flat.items():
+    for x, params in flat.items():  # (every parameter of x's format: law 12)
         for param, length in formats[x].lengths:
             base = length.removeprefix("@").removesuffix("+1")
-            if param in params and base in params:
-                out[params[param]] = length.replace(base, params[base], 1)
+            out[params[param]] = length.replace(base, params[base], 1)
     return out
 
 

@@ -642,6 +642,8 @@ def test_a_loop_reads_unchecked_only_where_a_stated_length_bounds_it(dom: Any, w
     assert ext.inside(SubArray(Var("a"), Lookup(Var("p"), Var("i")),
                                Lookup(Var("p"), Var("j")))) == (frozenset("av"), frozenset())
     assert ext.inside(Range(IntConst(0), Var("n"))) == (frozenset("cbq"), frozenset("q"))
+    assert ext.inside(SubArray(Var("c"), IntConst(0), Var("n"))) == (frozenset("cbq"),
+                                                                  frozenset("q"))  # (CSF)
     assert ext.inside(dom) == (frozenset(), frozenset()), why
 
 
