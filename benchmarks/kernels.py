@@ -366,7 +366,7 @@ def peak(fn: Callable[[], Any]) -> float:
         before = _status("VmRSS")
         result = fn()
         grown = _status("VmHWM") - before
-    except OSError:
+    except (OSError, AttributeError):  # (no /proc, or a libc without malloc_trim)
         return math.nan
     del result
     return grown

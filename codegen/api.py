@@ -490,7 +490,7 @@ def _identifier(name: str) -> str:
 
 
 def flat_lengths(flat: Mapping[str, Mapping[str, str]], formats: Mapping[str, Format]
-             ) -> dict[str, str]:
+                 ) -> dict[str, str]:
     """The formats' lengths of their arrays (``Format.lengths``) in the kernel's flat names:
     ``pos -> len+1`` of input A is ``A_pos -> A_len+1``."""
     out = {}
@@ -514,11 +514,11 @@ def _elements(low: Lowered, flat: Mapping[str, Mapping[str, str]], kinds: Mappin
     return out
 
 
-#: a flat array's C++ element type by its dtype (dtype objects: ``.name`` is slow per call)
 #: the input entries (buffer elements) from which a kernel's loops run on several threads
 #: when asked to (a thread costs ~50 µs to start here; less work is done sooner on one)
 PARALLEL_FROM = 1 << 16
 
+#: a flat array's C++ element type by its dtype (dtype objects: ``.name`` is slow per call)
 _ELEMENTS = {np.dtype(name): cpp for name, cpp in FLAT_TYPES.items()}
 
 

@@ -339,12 +339,7 @@ template <class V> const V& at(const arr<V>& a, i64 k) {
   return a.at(k);
 }
 
-inline i64 at(const arr<std::int32_t>& a, i64 k) {
-#ifdef SDQL_CHECKED
-  if (k < a.start || k >= a.end()) throw std::logic_error("an unchecked read outside its array");
-#endif
-  return i64(a.at(k));
-}
+inline i64 at(const arr<std::int32_t>& a, i64 k) { return i64(at<std::int32_t>(a, k)); }
 
 // A lookup into a temporary returns its entry by value (a reference would dangle).
 template <class V> V lookup(dict<V>&& d, i64 k) { return lookup(static_cast<const dict<V>&>(d), k); }
