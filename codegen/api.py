@@ -133,6 +133,8 @@ class Compiled:
     cache: dict[tuple[object, ...], Specialized] = field(default_factory=dict)
     lowered: dict[tuple[object, ...], Lowering] = field(default_factory=dict)
     resolved: dict[tuple[str, str, Type], Format] = field(default_factory=dict)  # formats_of
+    plans: dict[tuple[object, ...], tuple[dict[str, Format], Lowering, Dest]] = field(
+        default_factory=dict)  # plan's: by the inputs' types, kinds and formats
     decls: dict[str, Decl] = field(init=False)
     needed: frozenset[str] = field(init=False)  # the inputs a call needs
     order: list[str] = field(init=False)
@@ -210,13 +212,18 @@ class Compiled:
         """The kernel's input buffers for these data (cut to the sizes, laid out in their
         formats), and the specialization that reads them (32-bit indices as they are), not
         built."""
-        formats = self.formats_of(args)
+        key = tuple((x, a.type, I.extents(a.type), a.kind, self.format_name(x, a))
+                    for x, a in args.items())  # (a type's equality ignores its extents)
+        if key not in self.plans:  # what the inputs' types, kinds and formats decide
+            formats = self.formats_of(args)
+            lowering = self.lowering(args, formats)
+            self.plans[key] = formats, lowering, R.choose(lowering.type, lowering.sizes,
+                                                          self.destination, lowering.low)
+        formats, lowering, dest = self.plans[key]
         args = {x: I.within(a, bounds) for x, a in args.items()}
-        lowering = self.lowering(args, formats)
         inputs = self.buffers(lowering, args)
         elements = {x: _ELEMENTS[b[0].dtype] for (x, _), b in zip(
             lowering.low.inputs, inputs, strict=True) if x in lowering.elements}
-        dest = R.choose(lowering.type, lowering.sizes, self.destination, lowering.low)
         if not R.affordable(dest, lowering.type, lowering.sizes, bounds):  # huge, few entries
             dest = "vec" if R.affordable("vec", lowering.type, lowering.sizes, bounds) \
                 else "value"
@@ -238,12 +245,16 @@ class Compiled:
                 time.perf_counter() - start
         return spec
 
-    def formats_of(self, args: Mapping[str, Arg]) -> dict[str, Format]:
+    def format_name(self, x: str, a: Arg) -> str:
+        """The format an input is stored in: given to compile, declared, or its data's."""
         decls = self.decls
+        return self.formats.get(x) or (decls[x].format if x in decls else None) or \
+            I.default_format(a)
+
+    def formats_of(self, args: Mapping[str, Arg]) -> dict[str, Format]:
         formats = {}
         for x, a in args.items():
-            name = self.formats.get(x) or (decls[x].format if x in decls else None) or \
-                I.default_format(a)
+            name = self.format_name(x, a)
             key = (x, name, a.type)
             if key not in self.resolved:  # (an error is raised again on every call)
                 self.resolved[key] = resolve(name, a.type, None, f"input {x}: ")

@@ -234,7 +234,7 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
              f"    sdql::i64 next = 0;\n{read}"
              f"    {made}\n"
              f"    {function}({args});\n"
-             f"    return {'nullptr' if dest == 'dense' else 'sdql::encode(result)'};\n"
+             f"    return {_handover(low.type, dest)};\n"
              f"  }});\n}}\n")
     result = {"value": low.type, "vec": _dense_layers(low.type, 1),
               "rows": _dense_layers(low.type, 1), "dense": _dense_layers(low.type, None)}[dest]
@@ -267,6 +267,14 @@ def _destination(t: Type, dest: Destination) -> tuple[str, str]:
             return ref, f"{ref} result{{static_cast<double*>(data[next]), lens + next}};"
         case _:
             assert_never(dest)
+
+
+def _handover(t: Type, dest: Destination) -> str:
+    """How the entry hands the result back: a dense destination is the caller's already,
+    a number goes in the status, any other value becomes an output."""
+    if dest == "dense":
+        return "nullptr"
+    return "sdql::encode(result)" if isinstance(t, DictT) else "sdql::number(st, result)"
 
 
 def _layers(t: Type) -> list[DictT]:

@@ -36,7 +36,7 @@ from codegen.emit import translation_unit
 from sdqlite.check.sizes import declared
 from sdqlite.errors import DataError
 from sdqlite.storage.formats import Coo, Format, layout
-from sdqlite.syntax.types import INT, REAL, DictT, Type, erase, scalar_of
+from sdqlite.syntax.types import INT, REAL, DictT, Type, scalar_of
 from semantics.datafiles import sparse_declared
 from semantics.extents import Layer, facts
 from semantics.values import DenseArray, Value, data_mismatch, has_type, type_of
@@ -153,7 +153,10 @@ def plain(name: str, x: Any, want: Type | None, path: str = "") -> Value:
         return x
     if isinstance(x, int):
         if want == REAL or (leaf == REAL and not isinstance(want, DictT)):
-            return _finite(float(x), where) if abs(x) < 2**1024 else _finite(np.inf, where)
+            try:
+                return _finite(float(x), where)
+            except OverflowError:  # (2^1024 - 1 rounds up to 2^1024)
+                return _finite(math.inf if x > 0 else -math.inf, where)
         return _int64(x, where)
     if isinstance(x, float):
         return _finite(x, where)
@@ -186,7 +189,7 @@ def _int64(n: int, where: str) -> int:
 
 
 def _finite(r: float, where: str) -> float:
-    if not np.isfinite(r):
+    if not math.isfinite(r):
         raise DataError(f"{where} is not a finite number ({r})")
     return float(r)
 
@@ -195,7 +198,7 @@ def _numpy_type(name: str, a: Any, want: Type | None) -> Type:
     if a.dtype.kind not in "iuf":
         raise DataError(f"input {name}: arrays of dtype {a.dtype} have no SDQLite type "
                         "(use float or int)")
-    if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
         raise DataError(f"input {name}: the array holds a number that is not finite")
     if a.dtype.kind == "u" and a.size and a.max() > INT64.max:
         raise DataError(f"input {name}: the array holds {a.max()}, which does not fit in 64 "
@@ -219,10 +222,13 @@ def _numpy_type(name: str, a: Any, want: Type | None) -> Type:
 # ---- scipy.sparse, checked ------------------------------------------------------------------
 
 
+_VECTOR, _MATRIX = DictT(REAL), DictT(DictT(REAL))  # a sparse array's logical type
+
+
 def _sparse(name: str, x: Any, want: Type | None, threads: int = 1) -> Arg:
-    logical = DictT(REAL) if x.ndim == 1 else DictT(DictT(REAL))
+    logical = _VECTOR if x.ndim == 1 else _MATRIX
     t = want if want is not None else logical
-    if erase(t) != logical:
+    if t != logical:  # (equality ignores declared extents)
         raise DataError(f"input {name}: a {x.ndim}-d sparse array is a {logical}, but {name} "
                         f"is declared {t}")
     if x.dtype.kind not in "iuf":
@@ -258,7 +264,7 @@ def check_sparse(name: str, x: Any, threads: int = 1) -> Sparse:
             raise DataError(f"input {name}: its indptr ends at {nnz}, but it has {len(idx)} "
                             f"indices and {len(vals)} values")
         code = _checker().sdql_check_compressed(
-            pos.ctypes.data, pos.itemsize, idx.ctypes.data, idx.itemsize, vals.ctypes.data,
+            D.address(pos), pos.itemsize, D.address(idx), idx.itemsize, D.address(vals),
             outer, inner, nnz, facts, _check_threads(nnz, threads), 0)
         arrays: tuple[Any, ...] = (pos, idx[:nnz], vals[:nnz])
         if x.ndim == 1:
@@ -272,9 +278,9 @@ def check_sparse(name: str, x: Any, threads: int = 1) -> Sparse:
             raise DataError(f"input {name}: its coordinates and values differ in length")
         inner_c = coords[1] if len(coords) == 2 else None
         code = _checker().sdql_check_coo(
-            coords[0].ctypes.data, coords[0].itemsize,
-            None if inner_c is None else inner_c.ctypes.data,
-            8 if inner_c is None else inner_c.itemsize, vals.ctypes.data, len(vals),
+            D.address(coords[0]), coords[0].itemsize,
+            None if inner_c is None else D.address(inner_c),
+            8 if inner_c is None else inner_c.itemsize, D.address(vals), len(vals),
             shape[0], shape[-1], facts, _check_threads(len(vals), threads))
         arrays = (*coords, vals)
         keys = (_range(facts, 3),) if x.ndim == 1 else (_range(facts, 3), _range(facts, 1))
@@ -291,9 +297,11 @@ CHECK_THREADS_FROM = 1 << 18
 
 
 def _check_threads(entries: int, threads: int) -> int:
+    if entries < CHECK_THREADS_FROM or threads == 1:
+        return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
         (os.cpu_count() or 1)  # (the cores this process may run on, where it is known)
-    return 2 if entries >= CHECK_THREADS_FROM and cores > 1 and threads > 1 else 1
+    return 2 if cores > 1 else 1
 
 
 def _index(name: str, a: Any, what: str) -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from codegen.build import Built
-from codegen.data import Buffers, layers, leaf_dtype
+from codegen.data import Buffers, address, layers, leaf_dtype
 from codegen.emit import Kernel
 from sdqlite.errors import CodegenError, EvalError
 from sdqlite.syntax.ops import UNARY_OPS
@@ -39,7 +39,8 @@ class Status(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_int64), ("threads", ctypes.c_int64),
                 ("code", ctypes.c_int64), ("op", ctypes.c_int64),
                 ("span", ctypes.c_int64), ("value", ctypes.c_double),
-                ("message", ctypes.c_char * 256)]
+                ("message", ctypes.c_char * 256), ("real", ctypes.c_double),
+                ("integer", ctypes.c_int64)]
 
 
 class Output:
@@ -100,32 +101,32 @@ class Native:
         for bufs in inputs:
             for a in bufs:
                 assert a.flags.c_contiguous, "buffers are contiguous"
-                ptrs.append(a.ctypes.data)
+                ptrs.append(address(a))
                 lens.append(a.size)
-        if self.kernel.dest == "dense":
+        kind = self.kernel.dest
+        if kind == "dense":
             assert dest is not None and dest.flags.c_contiguous and dest.dtype == np.float64
-            ptrs += [dest.ctypes.data] + [None] * (dest.ndim - 1)
-            lens += list(dest.shape)
-        elif self.kernel.dest in ("vec", "rows"):
+            ptrs += [address(dest)] + [None] * (dest.ndim - 1)
+            lens += dest.shape
+        elif kind in ("vec", "rows"):
             ptrs.append(None)
             lens.append(int(dest))
         n = max(1, len(ptrs))
         status = Status(flags=CATCH_SIGINT if _main_thread() else 0, threads=threads)
-        out = Output(self.free)
+        t = self.kernel.result
+        # (made before the call, so that an interrupt after it leaks nothing)
+        out = Output(self.free) if kind != "dense" and isinstance(t, DictT) else None
         code = self.entry((ctypes.c_void_p * n)(*ptrs), (ctypes.c_int64 * n)(*lens),
-                          ctypes.byref(status), ctypes.byref(out.handle))
+                          ctypes.byref(status), ctypes.byref(
+                              ctypes.c_void_p() if out is None else out.handle))
         if code != 0:
             raise self.failure(status)
-        if self.kernel.dest == "dense":
+        if kind == "dense":
             return [dest]
-        t = self.kernel.result
-        if not isinstance(t, DictT):  # a number: read, and its output freed now
-            ptr = ctypes.c_void_p()
-            if self.buffer(out.handle, 0, ctypes.byref(ptr)) != 1 or not ptr.value:
-                raise CodegenError("the compiled code returned no number")
-            real = t == REAL  # (an int or a bool is an int64 of the output)
-            cell = ctypes.cast(ptr, ctypes.POINTER(ctypes.c_double if real else ctypes.c_int64))
-            return [np.array([cell[0]], dtype=np.float64 if real else np.int64)]
+        if not isinstance(t, DictT):  # a number, in the status
+            return [np.array([status.real], dtype=np.float64) if t == REAL else
+                    np.array([status.integer], dtype=np.int64)]
+        assert out is not None
         result: Buffers = []
         for k in range(2 * len(layers(t)) + 1):
             ptr = ctypes.c_void_p()
@@ -165,3 +166,4 @@ def _main_thread() -> bool:
     """Only the main thread takes SIGINT in Python: a kernel run from another thread
     leaves the handler alone."""
     return threading.current_thread() is threading.main_thread()
+

@@ -64,6 +64,8 @@ struct status {
   i64 code, op, span;
   double value;
   char message[256];
+  double real;  // a number's result (no output is made for it)
+  i64 integer;  // an int's or a bool's
 };
 
 [[noreturn]] inline void fail(i64 c, i64 op = -1, double value = 0, i64 span = -1) {
@@ -791,6 +793,11 @@ template <class T> output* encode(const T& x) {
   encode_at(x, *o, 0);
   return o.release();
 }
+
+// A number comes back in the status, not as an output.
+inline output* number(status* st, double x) { st->real = x; return nullptr; }
+inline output* number(status* st, i64 x) { st->integer = x; return nullptr; }
+inline output* number(status* st, bool x) { st->integer = x; return nullptr; }
 
 template <class V> output* encode(csr<V>& x) {
   x.finish();

@@ -1023,3 +1023,17 @@ def test_ctrl_c_after_the_kernel_returns_leaks_nothing(
     assert np.array_equal(got.data[order], vals + 1.0)
     del got, order
     assert native.live() == 0
+
+
+@pytest.mark.parametrize(("n", "shown"), [(2**1024 - 1, "inf"), (-(2**1100), "-inf"),
+                                          (2**1023, None)])
+def test_an_int_given_for_a_real_is_a_real_or_refused_as_not_finite(n: int, shown: str | None
+                                                                     ) -> None:
+    """2^1024 - 1 rounds up to 2^1024: float() raised OverflowError, a crash."""
+    for backend in ("interp", "cpp"):
+        if shown is None:
+            assert sdqlite.evaluate("x : real\nx * 0.5", x=n, backend=backend) == 2.0**1022
+        else:
+            with pytest.raises(DataError, match=rf"input x is not a finite number \({shown}\)"):
+                sdqlite.evaluate("x : real\nx * 0.5", x=n, backend=backend)
+

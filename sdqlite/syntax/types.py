@@ -48,9 +48,15 @@ class DictT:
     dense: bool = False
     extent: str | None = field(default=None, compare=False)
     semiring: bool = field(init=False, compare=False, repr=False)  # see is_semiring
+    hashed: int = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self) -> None:  # computed once: checking asks at every node
+    def __post_init__(self) -> None:  # computed once: checking asks at every node, and a
+        # compiled call looks its plan up by its inputs' types
         object.__setattr__(self, "semiring", is_semiring(self.val))
+        object.__setattr__(self, "hashed", hash((self.val, self.dense)))
+
+    def __hash__(self) -> int:
+        return self.hashed
 
     def __str__(self) -> str:
         key = ("dense_int" if self.dense else "int") + (f"[{self.extent}]" if self.extent else "")
