@@ -296,6 +296,7 @@ class Compiled:
         elab = expand(typecheck(self.program.expr, ctx)[0], ctx)
         name = plans.key({
             "program": "\n".join([*map(str, self.program.decls), show(self.program.expr)]),
+            "spans": plans.spans(self.program.expr),  # (where errors point)
             "wrt": self.wrt, "optimize": self.optimize, "normalize": self.normalize,
             "limits": self.limits, "inputs": sorted((x, str(t), kinds[x], formats[x].name)
                                                     for x, t in ctx.items())})

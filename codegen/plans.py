@@ -9,8 +9,10 @@ named by a hash of everything that decides it: the program and its declarations,
 variable of differentiation, the options and limits, the inputs' types (sizes included),
 kinds and formats, and the sources of this package's optimizer and backend (a new version
 optimizes anew).  A stage read back took this process no time (its ``seconds`` are 0).
-Programs come back through the parser and the checker; an entry that does
-not read back (truncated, edited, another version's) is ignored and written again.
+Programs come back through the parser and the checker, with their spans in the source
+(stored beside them, pre-order: an error at run time points at the user's text, not at
+the printed program's); an entry that does not read back (truncated, edited, another
+version's) is ignored and written again.
 """
 
 from __future__ import annotations
@@ -18,15 +20,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from codegen.build import cache_dir
 from sdqlite.check.typecheck import typecheck
-from sdqlite.errors import SDQLiteError
+from sdqlite.errors import SDQLiteError, Span
 from sdqlite.opt.pipeline import Stage
+from sdqlite.syntax.ast import Expr, map_children, subterms
 from sdqlite.syntax.parser import parse_expr, parse_type
 from sdqlite.syntax.printer import show
 from sdqlite.syntax.types import Type
@@ -62,18 +66,36 @@ def load(name: str) -> list[Stage] | None:
         stages = []
         for s in data["stages"]:
             ctx = {x: parse_type(t) for x, t in s["ctx"].items()}
-            program, _ = typecheck(parse_expr(s["program"]), ctx)
+            spans = iter([None if sp is None else Span(*sp) for sp in s["spans"]])
+            program = _spanned(parse_expr(s["program"]), spans)
+            if next(spans, False) is not False:  # more spans than nodes
+                return None
+            program, _ = typecheck(program, ctx)
             stages.append(Stage(s["name"], program, 0.0, s["report"], ctx))  # no time here
         return stages or None
-    except (OSError, ValueError, KeyError, TypeError, SDQLiteError, RecursionError):
+    except (OSError, ValueError, KeyError, TypeError, SDQLiteError, RecursionError,
+            StopIteration):
         return None
+
+
+def _spanned(e: Expr, spans: Iterator[Span | None]) -> Expr:
+    """``e`` with the spans of ``spans`` (pre-order, as ``subterms``)."""
+    span = next(spans)
+    return replace(map_children(e, lambda c: _spanned(c, spans)), span=span)
+
+
+def spans(e: Expr) -> list[list[int] | None]:
+    """Where each node of ``e`` is in its source, pre-order."""
+    return [None if x.span is None else [x.span.line, x.span.col, x.span.end_line,
+                                         x.span.end_col] for x in subterms(e)]
 
 
 def store(name: str, stages: list[Stage], ctx: Mapping[str, Type]) -> None:
     """Write the stages under ``name`` (atomically; a cache that cannot hold it is left
     alone: the plan is made again next time)."""
     root = cache_dir()[0]
-    data = {"stages": [{"name": s.name, "program": show(s.program), "seconds": s.seconds,
+    data = {"stages": [{"name": s.name, "program": show(s.program), "spans": spans(s.program),
+                        "seconds": s.seconds,
                         "report": s.report,
                         "ctx": {x: str(t) for x, t in (s.ctx or ctx).items()}}
                        for s in stages]}

@@ -326,6 +326,31 @@ def test_a_second_process_pays_neither_saturation_nor_gxx(tmp_path: Path) -> Non
     assert run() == ["0", "0", "True"]
 
 
+LAID_OUT = ("v : {dense_int -> real}\nx : real\n(sum(<k, e> in v) exp(e)) + x * x",
+            "v : {dense_int -> real}\nx : real\n\n\n   (sum(<k, e> in v)   exp(e)) + x * x")
+FAILS_AT = """
+import sys, numpy as np, sdqlite
+try:
+    sdqlite.compile(sys.argv[1])(v=np.array([800.0]), x=0.5)
+except sdqlite.SDQLiteError as err:
+    print(err.span)
+"""
+
+
+def test_an_error_from_a_cached_plan_points_at_the_source_not_the_printed_program(
+        tmp_path: Path) -> None:
+    """Plans are stored as printed programs: read back by a second process, their spans
+    were the printed text's (exp(800.0) failed at 1:21, in a program whose exp is at
+    5:24), and two layouts of one program shared one plan and one location."""
+    env = {**os.environ, "SDQLITE_CACHE": str(tmp_path)}
+    for _ in range(2):  # the second time, every plan is read back
+        for source, where in zip(LAID_OUT, ("3:19", "5:24"), strict=True):
+            done = subprocess.run([sys.executable, "-c", FAILS_AT, source], capture_output=True,
+                                  text=True, env=env, cwd=ROOT, timeout=300)
+            assert (done.returncode, done.stdout.strip()) == (0, where), done.stderr
+    assert len(list(tmp_path.glob("*.plan.json"))) == 2
+
+
 def test_a_dense_destination_with_an_empty_inner_layer() -> None:
     """A 3 x 0 result written in place: its rows were found by dividing by the inner
     size, 0 (SIGFPE, seen by the agreement property); now by multiplying."""
