@@ -799,11 +799,18 @@ def test_compile_s_defaults_and_names() -> None:
 @given(st.integers(1, 4), st.integers(1, 4), st.sampled_from(["csr", "dict"]))
 def test_data_that_break_a_declared_size_fail_at_the_declaration(
         m: int, n: int, fmt: str) -> None:
-    """Law 5: BATAX's X of n positions fixes n; A with n + 1 columns has a key outside
-    int[n], a DataError located at A's declaration (line 1)."""
+    """Law 5: BATAX's X of n positions and A's n + 1 columns both fix n: scipy's shape
+    is read as scipy reads it (a dimension mismatch), a DataError at X's declaration
+    (line 3) naming both; A as a dictionary (no shape) with a key n has a key outside
+    int[n], at A's declaration (line 1)."""
     compiled = _compiled(BATAX, None, False, "auto", {"formats": {"A": fmt}})
     with pytest.raises(DataError) as caught:
         compiled(A=sp.csr_array(np.ones((m, n + 1))), beta=1.0, X=np.ones(n))
+    assert caught.value.message == (f"input X has {n} positions but n = {n + 1} (from the "
+                                    "shape of A(*))")
+    assert caught.value.span is not None and caught.value.span.line == 3, caught.value.span
+    with pytest.raises(DataError) as caught:
+        compiled(A={i: {n: 1.0} for i in range(m)}, beta=1.0, X=np.ones(n))
     assert "outside int[n]" in caught.value.message and caught.value.span is not None
     assert caught.value.span.line == 1, caught.value.span
 
@@ -817,17 +824,25 @@ ROWS_SIZED = ("A : {int[m] -> {int -> real}}\ny : {dense_int[m] -> real}\n"
 def test_a_row_key_that_breaks_a_declared_size_fails_at_the_declaration(
         m: int, past: int, fmt: str) -> None:
     """Law 5 for the rows (the test above breaks the columns' size): y's m positions
-    fix m, and a scipy matrix in any of its own formats with an entry in row m + past
-    has a key outside int[m] (the rows' keys come from the format's check: the outer
-    keys of csr and coo, the inner ones of csc); without it, y A 1 (numpy)."""
+    fix m, and so does the shape of a scipy matrix in any of its own formats: one of
+    m + past + 1 rows is a DataError at y's declaration naming both; the same entries as
+    a dictionary, in row m + past, have a key outside int[m] (the rows' keys come from
+    the format's check: the outer keys of csr and coo, the inner ones of csc); without
+    it, y A 1 (numpy)."""
     rows = m + past + 1
     dense = np.zeros((rows, 2))
     dense[0, 1], dense[m + past, 0] = 1.5, 2.0
     y = np.arange(1.0, m + 1.0)
     f = _compiled(ROWS_SIZED, None, False, "auto", {})
-    past_m: Any = sp.coo_array(dense)
+    taller: Any = sp.coo_array(dense)
     with pytest.raises(DataError) as caught:
-        f(A=past_m.asformat(fmt), y=y)
+        f(A=taller.asformat(fmt), y=y)
+    assert caught.value.message == (
+        f"input y has {m} positions but m = {rows} (from the shape of A)")
+    assert caught.value.span is not None and caught.value.span.line == 2
+    with pytest.raises(DataError) as caught:
+        f(A={i: {j: v for j, v in enumerate(row) if v} for i, row in enumerate(dense)
+             if row.any()}, y=y)
     assert caught.value.message == (
         f"input A has key {m + past} outside int[m] (m = {m}, from y)")
     assert caught.value.span is not None and caught.value.span.line == 1
@@ -840,31 +855,40 @@ def test_a_row_key_that_breaks_a_declared_size_fails_at_the_declaration(
 @given(st.integers(1, 3), st.integers(0, 2), st.integers(0, 2),
        st.sampled_from(["csr", "csc", "coo_matrix", "dense_matrix", "dict"]),
        st.sampled_from(["dense", "dict"]), st.booleans(), st.data())
-def test_data_larger_than_a_size_with_nothing_beyond_it_agree_with_the_interpreter(
+def test_a_shape_other_than_a_size_is_refused_and_one_equal_to_it_agrees(
         n: int, taller: int, wider: int, fmt: str, destination: str, optimize: bool,
         data: st.DataObject) -> None:
-    """Law 5: a scipy matrix whose shape exceeds the size another input fixes (X's n
-    positions), with no entry beyond it, is data (its keys keep within int[n]; a stored
-    zero, there too, is no entry), and the result is the interpreter's, in every format
-    and destination (a kernel iterating the shape wrote an empty row's key outside the
-    result's size)."""
+    """Law 5: a scipy matrix whose shape differs from the size another input fixes (X's
+    n positions) is a DataError naming both, even with no entry beyond it, as scipy's
+    A @ X is (it was read as the entries within the size: issue 27); of the size's
+    shape, with a stored zero too, the result is the interpreter's in every format and
+    destination, as it is for rows beyond X's size where A alone fixes their size (m)."""
     entries = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1),
                                            st.sampled_from([1.0, -2.5])), max_size=4))
-    zero = data.draw(st.tuples(st.integers(0, n + taller - 1), st.integers(0, n + wider - 1)))
+    zero = data.draw(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)))
     rows, cols, vals = [[*e] for e in zip(*entries, strict=True)] or [[], [], []]
     if zero not in [(i, j) for i, j, _ in entries]:
         rows, cols, vals = [*rows, zero[0]], [*cols, zero[1]], [*vals, 0.0]
-    a = sp.csr_array((vals, (rows, cols)), shape=(n + taller, n + wider))
+    a = sp.csr_array((vals, (rows, cols)), shape=(n, n))
     assert 0.0 in a.data or zero in [(i, j) for i, j, _ in entries]  # stored, not dropped
+    larger = sp.csr_array((vals, (rows, cols)), shape=(n + taller, n + wider))
     x_data = np.arange(1.0, n + 1)
     for source in (KERNELS["SMVM"].source,
                    "A : {int[n] -> {int[n] -> real}}\nX : {dense_int[n] -> real}\n"
                    "sum(<i, r> in A) {i -> sum(<j, v> in r) v * X(j)}"):
+        f = _compiled(source, None, optimize, "value",
+                      {"formats": {"A": fmt}, "destination": destination})
         want = run(parse_program(source), {"A": Input(from_scipy(a)[0]), "X": Input(
             *from_numpy(x_data))}).value
-        got = _compiled(source, None, optimize, "value",
-                        {"formats": {"A": fmt}, "destination": destination})(A=a, X=x_data)
-        assert values_equal(got, want), (got, want)
+        assert values_equal(f(A=a, X=x_data), want)
+        square = source.startswith("A : {int[n] -> {int[n]")  # (SMVM's rows are int[m])
+        if wider or (taller and square):
+            with pytest.raises(DataError, match=r"the shape of A"):
+                f(A=larger, X=x_data)
+        else:  # rows of m, fixed by A alone
+            want = run(parse_program(source), {"A": Input(from_scipy(larger)[0]), "X": Input(
+                *from_numpy(x_data))}).value
+            assert values_equal(f(A=larger, X=x_data), want)
 
 
 SCALARS = "n : int\nx : real\nif n = 2 then x"
@@ -913,17 +937,24 @@ SIZED = "x : {dense_int[n] -> real}\nV : {int[n] -> real}\nsum(<i, v> in V) x(i)
 
 
 @given(st.lists(st.sampled_from([0.0, 1.0, -2.5]), min_size=1, max_size=6),
-       st.integers(1, 4), st.sampled_from(["numpy", "scipy"]))
-def test_an_array_given_for_sparse_keys_of_a_size_keeps_within_it(
+       st.integers(1, 4), st.sampled_from(["numpy", "scipy", "dict"]))
+def test_an_array_given_for_sparse_keys_of_a_size_has_its_length(
         v: list[float], n: int, kind: str) -> None:
-    """A numpy array or a scipy vector, longer than the size x fixes, given for an input
-    declared sparse with keys of that size, is its non-zero entries: zeros past the size
-    are no entries, a non-zero one is a DataError naming the input and the key (law 5)."""
+    """A numpy array or a scipy vector given for an input declared sparse with keys of
+    the size x fixes must have that length (as numpy's x * V must), a DataError naming
+    both otherwise; a dictionary (no length) is its entries, and a key past the size is
+    a DataError naming the input and the key (law 5)."""
     compiled = _compiled(SIZED, None, False, "auto", {})
     x = np.arange(1.0, n + 1)
-    data = np.array(v) if kind == "numpy" else sp.coo_array(np.array(v))
+    data: Any = np.array(v) if kind == "numpy" else sp.coo_array(np.array(v)) \
+        if kind == "scipy" else {k: a for k, a in enumerate(v) if a}
     past = [k for k, a in enumerate(v) if a and k >= n]
-    if past:
+    if kind != "dict" and len(v) != n:
+        with pytest.raises(DataError) as e:
+            compiled(x=x, V=data)
+        assert e.value.message in (f"input x has {n} positions but n = {len(v)} (from the "
+                                   "shape of V)"), e.value.message
+    elif past:
         with pytest.raises(DataError) as e:
             compiled(x=x, V=data)
         named = re.fullmatch(r"input V has key (\d+) outside int\[n\] .*", e.value.message)

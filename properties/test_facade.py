@@ -263,19 +263,22 @@ def test_least_squares_reads_the_rows_of_a_in_place(m: int, n: int, extra: int,
     """Rows read in place (storage composition of ``A(i)`` at a key of A's declared size,
     ``properties``' law 2's compiled side): least squares iterating b reads row i of a
     scipy A where it is stored, without building A as nested hash maps, and its
-    gradient is scipy's formula over the rows where b is stored, also when A has fewer
-    rows than m (the door grows it) or more, empty ones (the door cuts them)."""
+    gradient is scipy's formula over the rows where b is stored; an A with fewer or more
+    rows than b's m is refused, as scipy's A @ x - b is (it was grown or cut: issue 27)."""
     rng = np.random.default_rng(seed)
     rows = max(0, m + extra)
     dense = np.round(rng.standard_normal((rows, n)) * (rng.random((rows, n)) < 0.5), 1)
-    dense[m:] = 0.0  # rows past m hold no entry (the sizes check refuses one)
     A = sp.csr_array(dense) if rows and n else sp.csr_array((rows, n))
     b, x = np.round(rng.standard_normal(m), 1), np.round(rng.standard_normal(n), 1)
-    within = np.zeros((m, n))
-    within[:min(rows, m)] = dense[:min(rows, m)]
-    stored = within[b != 0]  # the sum iterates b's entries: a zero of b is none
-    want = 2 * stored.T @ (stored @ x - b[b != 0])
     f = sdqlite.compile(LSQ, wrt="x")
+    if rows != m:
+        with pytest.raises(DataError, match=rf"input b: its shape gives m = {m}, but m = "
+                                            rf"{rows} \(from the shape of A\)|input b has {m} "
+                                            rf"positions but m = {rows}"):
+            f(A, b, x)
+        return
+    stored = dense[b != 0]  # the sum iterates b's entries: a zero of b is none
+    want = 2 * stored.T @ (stored @ x - b[b != 0])
     assert np.allclose(f(A, b, x), want, rtol=1e-9, atol=1e-12)
     assert "sdql::dict<sdql::dict<double>>" not in f.cpp({"A": A, "b": b, "x": x})
 

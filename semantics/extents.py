@@ -4,6 +4,9 @@ A size name denotes one number for all inputs of a program.  A dense layer
 ``{dense_int[n] -> D}`` fixes it: the array holds exactly the positions ``0 .. n-1``.
 A sparse layer ``{int[n] -> D}`` needs every stored key in ``0 .. n-1``; where no dense
 layer fixes ``n`` the keys need only be non-negative (some ``n`` above them exists).
+A sparse layer of data that have a shape (a ``scipy.sparse`` matrix) fixes ``n`` as well,
+as scipy's own operations read a shape: a 5 x 4 matrix ``A`` and a 5-entry ``x`` in
+``A @ x`` are an error, not a sum over the first four entries.
 These are the facts the optimizer's extent rewrites rely on, so data breaking them is an
 error, not a silent wrong answer.
 
@@ -54,10 +57,21 @@ def facts(t: Type, v: Value, path: str) -> Iterator[Layer]:
 
 
 def check_layers(inputs: Mapping[str, tuple[Iterable[Layer], Span | None]]) -> dict[str, int]:
-    """The sizes the dense layers fix (name → number); a ``DataError`` at the declaration
-    of the first input whose data break a declared extent."""
+    """The sizes the dense layers and the shapes of sparse data fix (name → number); a
+    ``DataError`` at the declaration of the first input whose data break a declared
+    extent."""
     fixed: dict[str, tuple[int, str]] = {}  # size name → (number, the layer that fixed it)
     listed = {name: (list(ls), span) for name, (ls, span) in inputs.items()}
+    for layers, span in listed.values():  # a sparse layer's shape (scipy) fixes its size,
+        for f in layers:  # as scipy's own operations take it: first, so that a vector
+            n = f.type.extent  # whose length differs is the one blamed
+            if f.type.dense or not n or f.bound is None:
+                continue
+            if n in fixed and fixed[n][0] != f.bound:
+                size, source = fixed[n]
+                raise DataError(f"input {f.path}: its shape gives {n} = {f.bound}, but "
+                                f"{n} = {size} (from {source})", span)
+            fixed.setdefault(n, (f.bound, f"the shape of {f.path}"))
     for layers, span in listed.values():  # dense layers fix sizes
         for f in layers:
             n = f.type.extent

@@ -307,3 +307,14 @@ def test_output_is_written_with_the_usual_permissions(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert (tmp_path / "r.npy").stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize("command", [["eval"], ["eval", "--backend", "cpp"], ["check"]])
+def test_an_input_the_program_does_not_have_is_an_error_not_ignored(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    """Issue 27, bug 3: ``-i Q=1.0`` for a program without Q was silently ignored."""
+    f = _file(tmp_path, "x : real\nx * 2.0\n")
+    assert main([command[0], f, *command[1:], "-i", "x=1.0", "-i", "Q=1.0"]) == 1
+    out = capsys.readouterr()
+    assert out.err == "sdqlite: error: --input Q: the program has no input Q (inputs: x)\n"
+    assert out.out == ""

@@ -257,3 +257,36 @@ def test_a_large_value_prints_summarised_and_all_shows_it_whole() -> None:
     with pytest.raises(DataError, match=":all shows the last value in full, and there is "
                                         "none yet"):
         Session().handle(":all")
+
+
+def test_a_redeclaration_keeps_a_value_that_fits_and_unbinds_one_that_does_not() -> None:
+    """Issue 27, bug 2: the value stayed under the new type unchecked (a sum over it was
+    an internal AttributeError; after x : bool, x printed [1.0, 0.0, 2.0] : bool)."""
+    s = Session()
+    s.handle("x : {dense_int -> real}")
+    s.handle(":input x = tests/data/v1.npy")
+    assert s.handle("x : {dense_int -> real}") == "x : {dense_int -> real}"  # it fits
+    assert s.handle("x") == "[1.0, 0.0, 2.0]\n  : {dense_int -> real}"
+    out = s.handle("x : {int -> {int -> real}}")
+    assert out.startswith("x : {int -> {int -> real}}\n  (x's value is unbound: input x is "
+                          "declared {int -> {int -> real}}") and ":input x = VALUE" in out
+    for entry in ("sum(<i, r> in x) sum(<j, v> in r) v", "x"):
+        with pytest.raises(DataError, match="no value for input x"):
+            s.handle(entry)
+    s.handle(":input x = {0 -> {1 -> 2.0}}")
+    assert "unbound" in s.handle("x : bool")
+    with pytest.raises(DataError, match="no value for input x"):
+        s.handle("x")
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    (":input x = {0 -> 1.0}", r"^:input x: expected real, found \{int -> real\}$"),
+    (":input x = 1.0 2.0", r"^:input x: unexpected '2.0'"),
+    (":input 3 = 1", r"^:input: expected NAME = PATH or NAME = VALUE"),
+])
+def test_an_input_error_in_the_repl_names_input_not_the_cli_option(entry: str,
+                                                                    message: str) -> None:
+    s = Session()
+    s.handle("x : real")
+    with pytest.raises(DataError, match=message):
+        s.handle(entry)

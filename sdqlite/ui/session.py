@@ -32,17 +32,19 @@ from semantics.values import Value
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*'*")  # as NAME in grammar.lark
 
 
-def read_input(spec: str, declared: Type | None = None) -> tuple[str, Input]:
+def read_input(spec: str, declared: Type | None = None, option: str = "--input"
+               ) -> tuple[str, Input]:
     """``NAME=PATH`` (a data file, ``semantics/datafiles.py``) or ``NAME=VALUE`` (a literal
-    such as ``{0 -> 1.5}``; checked against the declared type when there is one)."""
-    name, rhs = _split(spec)
+    such as ``{0 -> 1.5}``; checked against the declared type when there is one).  Errors
+    name the ``option`` that gave it (the REPL's is ``:input``)."""
+    name, rhs = _split(spec, option)
     if names_data(rhs):
         value, t = load(rhs, declared)
         return name, Input(value, t)
     try:
         value, t = read_value(rhs, declared)
     except SDQLiteError as err:
-        raise DataError(f"--input {name}: {err.message}", None) from None
+        raise DataError(f"{option} {name}: {err.message}", None) from None
     return name, Input(value, t)
 
 
@@ -56,11 +58,12 @@ def read_raw_input(spec: str, declared: Type | None = None) -> tuple[str, Any]:
     return name, read_input(spec, declared)[1].value
 
 
-def _split(spec: str) -> tuple[str, str]:
+def _split(spec: str, option: str = "--input") -> tuple[str, str]:
     name, sep, rhs = spec.partition("=")
     name, rhs = name.strip(), rhs.strip()
     if not sep or not IDENT.fullmatch(name):
-        raise DataError(f"expected an input as NAME=PATH or NAME=VALUE, found {spec!r}")
+        eq = " = " if option == ":input" else "="
+        raise DataError(f"{option}: expected NAME{eq}PATH or NAME{eq}VALUE, found {spec!r}")
     return name, rhs
 
 
@@ -131,7 +134,8 @@ class Session:
                 return str(self._elaborate(arg, ":type EXPR")[1])
             case "input" | "i":
                 spec = arg.replace(" = ", "=", 1)
-                name, inp = read_input(spec, self.types.get(spec.partition("=")[0].strip()))
+                name, inp = read_input(spec, self.types.get(spec.partition("=")[0].strip()),
+                                       ":input")
                 decls = tuple(Decl(n, t) for n, t in self.types.items())
                 context(Program(decls, None), {name: inp})  # data must match a declaration
                 self.inputs[name] = inp
@@ -200,6 +204,13 @@ class Session:
         for d in prog.decls:
             self.types[d.name] = d.type
             out.append(f"{d.name} : {d.type}")
+            if d.name in self.inputs:  # a value bound before keeps only if it fits
+                try:
+                    context(Program((d,), None), {d.name: self.inputs[d.name]})
+                except DataError as err:
+                    del self.inputs[d.name]
+                    out.append(f"  ({d.name}'s value is unbound: {err.message}; bind one "
+                               f"with :input {d.name} = VALUE)")
         if prog.expr is not None:
             ctx = self._ctx()
             elab, t = typecheck(prog.expr, ctx)
