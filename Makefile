@@ -1,13 +1,14 @@
 # Quick start:  make examples   (set up, then run the paper's examples)
 #               make test       (set up, then run every test and the linters: ruff, mypy,
 #                                lint-imports for the layers of pyproject.toml)
-# System packages (Debian 12): sudo apt-get install -y python3-venv make g++ libboost1.81-dev
+# System packages (Debian 12), as root (as a user, with sudo): apt-get install -y python3-venv make g++ libboost1.81-dev
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PROFILE ?= dev
 CXX    ?= g++
 SYSTEM_PACKAGES := python3-venv make g++ libboost1.81-dev
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo )# (a fresh root machine has no sudo)
 SANITIZE_FLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -DSDQL_CHECKED
 TSAN_FLAGS      := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 
@@ -18,15 +19,15 @@ setup: check-system $(VENV)/.installed
 # The C++ backend needs a compiler and Boost >= 1.81 (boost::unordered_flat_map).
 check-system:
 	@command -v $(CXX) >/dev/null 2>&1 || \
-	  { echo "no C++ compiler ($(CXX)): on Debian run 'sudo apt-get install -y $(SYSTEM_PACKAGES)'"; exit 1; }
+	  { echo "no C++ compiler ($(CXX)): on Debian run '$(SUDO)apt-get install -y $(SYSTEM_PACKAGES)'"; exit 1; }
 	@echo '#include <boost/unordered/unordered_flat_map.hpp>' | $(CXX) -std=c++17 -x c++ -fsyntax-only - 2>/dev/null || \
-	  { echo "Boost >= 1.81 is missing (boost/unordered/unordered_flat_map.hpp): on Debian run 'sudo apt-get install -y $(SYSTEM_PACKAGES)'"; exit 1; }
+	  { echo "Boost >= 1.81 is missing (boost/unordered/unordered_flat_map.hpp): on Debian run '$(SUDO)apt-get install -y $(SYSTEM_PACKAGES)'"; exit 1; }
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "sdqlite needs Python >= 3.11 (found: $$($(PYTHON) --version))"; exit 1; }
 	@$(PYTHON) -m venv $(VENV) || \
-	  { echo "cannot create a virtual environment: on Debian run 'sudo apt-get install python3-venv'"; exit 1; }
+	  { echo "cannot create a virtual environment: on Debian run '$(SUDO)apt-get install python3-venv'"; exit 1; }
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@

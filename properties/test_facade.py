@@ -21,6 +21,7 @@ its laws.
 
 from __future__ import annotations
 
+import doctest
 import inspect
 from collections.abc import Callable
 from pathlib import Path
@@ -294,3 +295,21 @@ def test_rows_are_read_in_place_only_at_keys_of_the_rows_size() -> None:
     r = np.append(A @ x, 0.0) - b  # row 2 of A is past its 2 rows: empty
     assert np.allclose(f(A, b, x), 2 * A.T @ r[:2])
     assert "sdql::dict<sdql::dict<double>>" in f.cpp({"A": A, "b": b, "x": x})
+
+
+PUBLIC_FUNCTIONS = [x for x in sdqlite.__all__ if x[0].islower() and x != "__version__"]
+
+
+@pytest.mark.parametrize("name", PUBLIC_FUNCTIONS)
+def test_every_public_function_has_an_example_that_runs(name: str) -> None:
+    """Issue 27: ``help()`` on every public function shows an example (check, synth,
+    typecheck, the parsers and show had none); each runs as a doctest and says what it
+    shows."""
+    f = getattr(sdqlite, name)
+    tests = doctest.DocTestFinder(recurse=False).find(
+        f, name, globs={"sdqlite": sdqlite, "np": np})
+    assert tests and tests[0].examples, f"sdqlite.{name} has no example"
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    for t in tests:
+        runner.run(t)
+    assert runner.failures == 0, f"sdqlite.{name}'s example fails"

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from sdqlite.errors import DataError, ParseError, SDQLTypeError
-from sdqlite.syntax.parser import HINTS
+from sdqlite.syntax.parser import HINTS, parse_program, parse_type
 from sdqlite.ui.repl import repl
-from sdqlite.ui.session import Session
+from sdqlite.ui.session import SYNTAX, Session
 
 
 def test_declare_bind_evaluate() -> None:
@@ -86,6 +86,21 @@ def test_what_other_languages_write_gets_a_hint(typed: str, hint: str) -> None:
     assert f"({HINTS[hint]})" in caught.value.message
     listed = s.handle(":help syntax")
     assert all(v in listed for v in HINTS.values())
+
+
+@pytest.mark.parametrize(("construct", "example", "note"), SYNTAX)
+def test_help_syntax_lists_each_construct_with_an_example_that_parses(
+        construct: str, example: str, note: str) -> None:
+    """Issue 27: ``:help syntax`` listed only the hints; now SDQLite's constructs too,
+    each with an example the parser reads (a type as a type, a declaration as one)."""
+    if construct == "TYPE":
+        parse_type(example)
+    else:
+        program = parse_program(example)
+        assert (program.decls if construct == "NAME : TYPE" else program.expr), example
+    line = next(ln for ln in Session().handle(":help syntax").splitlines()
+                if ln.lstrip().startswith(construct))
+    assert example in line and note in line
 
 
 @pytest.mark.parametrize(("entry", "words"), [

@@ -155,7 +155,12 @@ def _real_literal(e: IntConst) -> RealConst:
 
 @_locate
 def synth(ctx: Ctx, e: Expr) -> tuple[Expr, Type]:
-    """Γ ⊢ e ⇒ T : infer the type of ``e`` and elaborate it."""
+    """Γ ⊢ e ⇒ T : infer the type of ``e`` and elaborate it.
+
+    >>> from sdqlite import parse_expr, parse_type, synth
+    >>> print(synth({"V": parse_type("{int -> real}")}, parse_expr("V(0) + 1.0"))[1])
+    real
+    """
     match e:
         case Var(x):  # [var]
             if x not in ctx:
@@ -270,7 +275,12 @@ def synth(ctx: Ctx, e: Expr) -> tuple[Expr, Type]:
 
 @_locate
 def check(ctx: Ctx, e: Expr, want: Type) -> Expr:
-    """Γ ⊢ e ⇐ T : check ``e`` against ``want`` and elaborate it."""
+    """Γ ⊢ e ⇐ T : check ``e`` against ``want`` and elaborate it.
+
+    >>> from sdqlite import check, parse_expr, parse_type, show
+    >>> show(check({"x": parse_type("real")}, parse_expr("x * 2"), parse_type("real")))
+    'x * 2.0'
+    """
     match e:
         case IntConst() if isinstance(want, RealT):  # a numeric literal checked against real
             return _real_literal(e)
@@ -315,5 +325,12 @@ def wrt_type(ctx: Ctx, x: str, span: Span | None = None) -> Type:
 
 
 def typecheck(e: Expr, ctx: Ctx) -> tuple[Expr, Type]:
-    """Type ``e`` in the context ``ctx``; returns the elaborated program and its type."""
+    """Type ``e`` in the context ``ctx``; returns the elaborated program and its type.
+
+    >>> from sdqlite import parse_expr, parse_type, typecheck
+    >>> e, t = typecheck(parse_expr("sum(<i, a> in V) {i -> a * a}"),
+    ...                  {"V": parse_type("{int -> real}")})
+    >>> print(t)
+    {int -> real}
+    """
     return synth(ctx, e)

@@ -391,7 +391,13 @@ def _parse(text: str, start: str) -> Any:
 
 
 def parse_program(text: str) -> Program:
-    """Parse a source file: ``name : type`` declarations, one per line, then an expression."""
+    """Parse a source file: ``name : type`` declarations, one per line, then an expression.
+
+    >>> from sdqlite import parse_program, show
+    >>> p = parse_program("x : real\\nx * x")
+    >>> [str(d) for d in p.decls], show(p.expr)
+    (['x : real'], 'x * x')
+    """
     prog: Program = _parse(text, "program")
     seen: dict[str, Decl] = {}
     for d in prog.decls:
@@ -402,13 +408,23 @@ def parse_program(text: str) -> Program:
 
 
 def parse_expr(text: str) -> Expr:
-    """Parse one SDQLite expression."""
+    """Parse one SDQLite expression.
+
+    >>> from sdqlite import parse_expr
+    >>> parse_expr("x * 2.0")
+    Mul(left=Var(name='x'), right=RealConst(value=2.0))
+    """
     e: Expr = _parse(text, "expr_only")
     return e
 
 
 def parse_type(text: str) -> Type:
-    """Parse a type expression such as ``{int -> real}``, ``tensor 2`` or ``tensor 1 ** real``."""
+    """Parse a type expression such as ``{int -> real}``, ``tensor 2`` or ``tensor 1 ** real``.
+
+    >>> from sdqlite import parse_type
+    >>> print(parse_type("tensor 2"))
+    {int -> {int -> real}}
+    """
     t: Type = _parse(text, "type_only")
     return t
 

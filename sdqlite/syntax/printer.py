@@ -42,7 +42,13 @@ WIDTH = 80
 
 
 def show(e: Expr, indent: int = 0) -> str:
-    """Print ``e``; continuation lines are indented by ``indent`` spaces."""
+    """Print ``e``; continuation lines are indented by ``indent`` spaces.
+
+    >>> from sdqlite import parse_expr, show
+    >>> print(show(parse_expr("let y = x*x in y+y")))
+    let y = x * x in
+    y + y
+    """
     return _Printer().show(e, indent)
 
 

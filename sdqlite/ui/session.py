@@ -71,6 +71,26 @@ def declared_types(program: Program) -> dict[str, Type]:
     return {d.name: d.type for d in program.decls}
 
 
+#: SDQLite's constructs (Fig. fig:langs and the derived forms): each with an example that
+#: parses (a test checks it) and a note, for :help syntax
+SYNTAX: tuple[tuple[str, str, str], ...] = (
+    ("NAME : TYPE", "x : {int -> real} @coo", "a declaration, with a storage format"),
+    ("TYPE", "{dense_int[n] -> real}", "real int bool {int -> D} {dense_int -> D} tensor 2"),
+    ("a + b, a - b, a * b, -a", "x * x - 2.0 * x", "no /: a * inv(b)"),
+    ("a = b", "i = j", "equality; not (i = j) for inequality"),
+    ("if c then e", "if i = j then 1.0", "no else: zero when c is false"),
+    ("let x = e in body", "let y = x * x in y + y", ""),
+    ("op(e)", "exp(sin(x))", "sin cos exp log sqrt tanh inv (inv(x) is 1 / x)"),
+    ("sum(<k, v> in d) body", "sum(<i, a> in V) a * a", "the sum over d's entries"),
+    ("{k -> v, ...}, {}", "{0 -> 1.5, 3 -> 2.0}", "a dictionary; {} is empty"),
+    ("d(k)", "V(3)", "a lookup: zero where d has no key k"),
+    ("[a, ...], d(lo:hi), (lo:hi)", "[1.0, 2.0](0:1)", "dense arrays, sub-arrays, ranges"),
+    ("unique(k)", "sum(<_, i> in (0:3)) {unique(i) -> 1.0}",
+     "a key promised distinct in its sum (storage formats)"),
+    ("zero[T], onehot[T] k", "onehot[{int -> real}] 2", ""),
+    ("gradient e x", "gradient (x * x) x", "Fig. fig:api; :grad EXPR X in the REPL"),
+)
+
 SHOWN = 20  # numbers a value prints in the REPL before it is summarised (:all shows it whole)
 
 HELP = f"""\
@@ -87,7 +107,7 @@ Enter an SDQLite expression to evaluate it, or a declaration `NAME : TYPE`.
   :inputs                      list the declared inputs and their values
   :all                         the last value in full (a large value prints its first
                                {SHOWN} numbers, then how many entries each layer has)
-  :help                        this text (:help syntax: what SDQLite writes for ^, /, ==, …)
+  :help                        this text (:help syntax: the constructs, and ^, /, == …)
   :quit, quit, exit            leave (also Ctrl-D)
 An expression or declaration goes on over further lines while it is incomplete; an
 empty line ends it (if it is still incomplete, the error says what is missing).
@@ -127,7 +147,11 @@ class Session:
         match cmd:
             case "help" | "h" | "?":
                 if arg.strip() == "syntax":
-                    return "\n".join(["What other languages write, and SDQLite's way:",
+                    width = max(len(k) for k, _, _ in SYNTAX)
+                    return "\n".join(["SDQLite's constructs, with an example:",
+                                      *(f"  {k:{width}}  {e}" + (f"   ({n})" if n else "")
+                                        for k, e, n in SYNTAX), "",
+                                      "What other languages write, and SDQLite's way:",
                                       *(f"  {k:6} {v}" for k, v in HINTS.items())])
                 return HELP
             case "type" | "t":
