@@ -52,6 +52,8 @@
   values: the tensor product is associative and maps a dictionary's entries there too).
 """
 
+import time
+import warnings
 from collections import Counter
 from fractions import Fraction
 from pathlib import Path
@@ -60,6 +62,7 @@ from unittest.mock import patch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.kernels import KERNELS
 from properties.generators import (
     PHYSICAL,
     SHAPE_CTX,
@@ -75,7 +78,7 @@ from properties.test_rules import assert_same_meaning, places, rewrite_sites
 from sdqlite.ad.gradient import checked, expand, gradient
 from sdqlite.check.typecheck import Ctx, synth, typecheck
 from sdqlite.errors import SDQLiteError, Span
-from sdqlite.opt import analysis, storel
+from sdqlite.opt import analysis, egraph, storel
 from sdqlite.opt.analysis import (
     Info,
     SDQLiteAnalysis,
@@ -99,7 +102,8 @@ from sdqlite.opt.egraph import (
     run,
 )
 from sdqlite.opt.extract import CostFn, Extractor, extract
-from sdqlite.opt.saturation import Limits, optimize
+from sdqlite.opt.pipeline import pipeline
+from sdqlite.opt.saturation import Limits, TimeLimitWarning, optimize
 from sdqlite.opt.storel import (
     BINARY,
     SATURATION_RULES,
@@ -128,7 +132,7 @@ from sdqlite.syntax.ast import (
 )
 from sdqlite.syntax.names import NameSupply, alpha_normal, names_in
 from sdqlite.syntax.names import substitute as substitute_named
-from sdqlite.syntax.parser import parse_expr
+from sdqlite.syntax.parser import parse_expr, parse_program
 from sdqlite.syntax.printer import show
 from sdqlite.syntax.types import INT, REAL, DictT, Type, tensor
 from semantics.display import read_value
@@ -784,6 +788,34 @@ def test_the_default_limits_are_the_documented_ones() -> None:
     assert (Limits().iter_limit, Limits().node_limit, Limits().time_limit) == (30, 5_000, 120.0)
     readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
     assert "default limits (30 iterations, 5,000 nodes, 120 s per saturation" in readme
+
+
+def test_the_optimized_program_does_not_depend_on_the_machine_s_speed() -> None:
+    """Issue 27: the post-differentiation saturation stopped at its wall-clock limit, so
+    the optimized program depended on the machine's load.  Counted limits decide now:
+    least squares' gradient (the largest saturation of make bench) optimizes to the same
+    program on a clock running 30 times slower (a loaded machine), with no warning; a
+    time limit that does stop a stage is a ``TimeLimitWarning`` naming the stage."""
+    k = KERNELS["LSQ"]
+    program = parse_program(k.source)
+    ctx = {d.name: d.type for d in program.decls}
+    assert program.expr is not None
+    elab = typecheck(program.expr, ctx)[0]
+    real = time.perf_counter
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TimeLimitWarning)
+        fast = show(pipeline(elab, ctx, k.wrt)[-1].program)
+        slow_clock = {**(egraph.run.__kwdefaults__ or {}), "clock": lambda: 30 * real()}
+        with patch.object(egraph.run, "__kwdefaults__", slow_clock), \
+                patch.object(time, "perf_counter", lambda: 30 * real()):
+            slow = show(pipeline(elab, ctx, k.wrt)[-1].program)
+    assert slow == fast
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stages = pipeline(elab, ctx, k.wrt, Limits(time_limit=1e-9))
+    stopped = [s.name for s in stages if s.report.get("stop") == "time limit"]
+    assert stopped and all(any(w.category is TimeLimitWarning and str(w.message).startswith(
+        f"{name} stopped at its time limit") for w in caught) for name in stopped)
 
 
 def range_family() -> list[str]:
