@@ -45,7 +45,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="fewer, smaller cases (minutes)")
     ap.add_argument("--systems", nargs="*", default=list(SYSTEMS), choices=list(SYSTEMS))
     ap.add_argument("--kernels", nargs="*", default=None,
-                    help="only these kernels (default: all six)")
+                    help="only these kernels (default: all eight)")
     ap.add_argument("--budget-gib", type=float, default=None,
                     help="memory a framework's run may be predicted to need (default "
                          "2 GiB quick, 8 GiB full, of the machine's 24)")

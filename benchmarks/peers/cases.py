@@ -20,6 +20,9 @@ from benchmarks.kernels import KERNELS, P
 
 MATRIX_KERNELS = ("BATAX", "SMMM", "SMVM")
 VECTOR_KERNELS = ("VVA", "VVD", "VSM")
+LOSS_KERNELS = ("LSQ", "LOGREG")  # least squares, logistic regression (issue 27)
+SQUARE_KERNELS = (*MATRIX_KERNELS, *LOSS_KERNELS)  # the sparse input an n x n matrix
+KERNEL_ORDER = (*MATRIX_KERNELS, *LOSS_KERNELS, *VECTOR_KERNELS)
 GiB = 2.0**30
 
 
@@ -75,7 +78,7 @@ class Case:
 
     @property
     def density(self) -> float:
-        return self.nnz / (self.n * self.n if self.kernel in MATRIX_KERNELS else self.n)
+        return self.nnz / (self.n * self.n if self.kernel in SQUARE_KERNELS else self.n)
 
     @property
     def key(self) -> str:
@@ -86,7 +89,7 @@ class Case:
 
 
 def nnz_of(kernel: str, n: int, density: float) -> int:
-    return round(density * (n * n if kernel in MATRIX_KERNELS else n))
+    return round(density * (n * n if kernel in SQUARE_KERNELS else n))
 
 
 def sweeps(quick: bool, mtx_dir: Path | None) -> list[Case]:
@@ -96,7 +99,7 @@ def sweeps(quick: bool, mtx_dir: Path | None) -> list[Case]:
     densities = [2.0**-e for e in (range(1, 14, 2) if quick else range(1, 14))]
     mat_n = [2**10] if quick else [2**10, 2**12]
     vec_n = [2**14] if quick else [2**12, 2**16]
-    for kernels, ns in ((MATRIX_KERNELS, mat_n), (VECTOR_KERNELS, vec_n)):
+    for kernels, ns in ((MATRIX_KERNELS, mat_n), (LOSS_KERNELS, mat_n), (VECTOR_KERNELS, vec_n)):
         for n in ns:
             for k in kernels:
                 cases += [Case("density", f"n=2^{int(math.log2(n))}", k, n, nnz_of(k, n, d))
@@ -105,13 +108,14 @@ def sweeps(quick: bool, mtx_dir: Path | None) -> list[Case]:
     vec_d = [4] if quick else [1, 7]
     mat_dims = [2**e for e in ((8, 10, 11) if quick else (8, 10, 12, 14))]
     vec_dims = [2**e for e in ((10, 14, 18) if quick else (10, 12, 14, 16, 18, 20))]
-    for kernels, ds, dims in ((MATRIX_KERNELS, mat_d, mat_dims), (VECTOR_KERNELS, vec_d, vec_dims)):
+    for kernels, ds, dims in ((MATRIX_KERNELS, mat_d, mat_dims), (LOSS_KERNELS, mat_d, mat_dims),
+                              (VECTOR_KERNELS, vec_d, vec_dims)):
         for e in ds:
             for k in kernels:
                 cases += [Case("dimension", f"density=2^-{e}", k, n, nnz_of(k, n, 2.0**-e))
                           for n in dims]
     named = list(PAPER_MATRICES.items())[:2] if quick else list(PAPER_MATRICES.items())
-    for k in MATRIX_KERNELS:
+    for k in SQUARE_KERNELS:
         cases += [Case("datasets", "Table tbl:datasets (synthetic)", k, n, nnz, name)
                   for name, (n, nnz) in named]
         for path in sorted(mtx_dir.glob("*.mtx")) if mtx_dir else []:
@@ -144,7 +148,7 @@ def data_for(case: Case) -> dict[str, Any]:
     d = k.data(case.n, 0.0, rng)  # the dense inputs; the sparse one replaced below
     if case.mtx:
         d["A"] = read_mtx(Path(case.mtx))
-    elif case.kernel in MATRIX_KERNELS:
+    elif case.kernel in SQUARE_KERNELS:
         flat = rng.choice(case.n * case.n, size=case.nnz, replace=False)
         d["A"] = sp.csr_array((rng.uniform(-2, 2, case.nnz), np.divmod(flat, case.n)),
                               shape=(case.n, case.n))
@@ -159,7 +163,7 @@ def data_for(case: Case) -> dict[str, Any]:
 def jacobian_shape(kernel: str, n: int) -> tuple[int, int]:
     """(outputs, inputs) of the Jacobian w.r.t. the dense variable."""
     return {"BATAX": (n, n), "SMMM": (1, n * P), "SMVM": (1, n),
-            "VVA": (n, n), "VVD": (1, n), "VSM": (n, 1)}[kernel]
+            "VVA": (n, n), "VVD": (1, n), "VSM": (n, 1), "LSQ": (1, n), "LOGREG": (1, n)}[kernel]
 
 
 # A framework's time is predicted as passes x overhead + operations / speed: the Jacobian
@@ -183,11 +187,12 @@ def predicted(system: str, case: Case, gflops: float) -> tuple[float, float]:
     passes = inp if forward else out  # jacfwd: one per input; jacrev: one per output
     jac = out * inp
     if SYSTEMS[system].kind == "dense":
-        inputs = n * n if k in MATRIX_KERNELS else n
+        inputs = n * n if k in SQUARE_KERNELS else n
         # the densified input, the Jacobian, the basis of cotangents (passes x outputs),
         # and one intermediate of the Jacobian's size
         words = inputs + passes * (inp if forward else out) + 2 * jac
-        per_pass = {"BATAX": 4 * n * n, "SMMM": 4 * n * n * P, "SMVM": 4 * n * n}.get(k, 2 * n)
+        per_pass = {"BATAX": 4 * n * n, "SMMM": 4 * n * n * P, "SMVM": 4 * n * n,
+                    "LSQ": 4 * n * n, "LOGREG": 4 * n * n}.get(k, 2 * n)
         return 8.0 * words, passes * per_pass / (gflops * 1e9)
     words = 3 * nnz + passes * (inp if forward else out) + 2 * jac
     per_pass = {"BATAX": 4 * nnz + 2 * n, "SMMM": 4 * nnz * P}.get(k, 4 * nnz + 2 * n)

@@ -1,4 +1,5 @@
-"""§7's six gradients written in PyTorch, JAX and TensorFlow, densified and sparse.
+"""§7's six gradients, and least squares' and logistic regression's (issue 27), written in
+PyTorch, JAX and TensorFlow, densified and sparse.
 
 Each maker takes a kernel's name and its data (``benchmarks.kernels``: scipy CSR
 matrices, 1-d scipy COO vectors, numpy arrays) and returns a thunk computing the gradient
@@ -45,6 +46,8 @@ def torch_dense(kernel: str, data: Data) -> Thunk:
         "VVA": (lambda v1: v1 + t["V2"], "V1"),
         "VVD": (lambda v1: v1 @ t["V2"], "V1"),
         "VSM": (lambda s: t["V"] * s * s, "s"),
+        "LSQ": (lambda x: ((t["A"] @ x - t["b"]) ** 2).sum(), "x"),
+        "LOGREG": (lambda x: torch.log1p(torch.exp(-t["b"] * (t["A"] @ x))).sum(), "x"),
     }
     f, wrt = fns[kernel]
     jac = (jacfwd if kernel == "VSM" else jacrev)(f)
@@ -69,7 +72,7 @@ def torch_sparse(kernel: str, data: Data) -> Thunk:
 
     t = {k: sparse(v) if hasattr(v, "toarray") else torch.as_tensor(v, dtype=torch.float64)
          for k, v in data.items()}
-    if kernel in ("BATAX", "SMMM", "SMVM"):
+    if kernel == "BATAX":
         at = sparse(data["A"].T)  # CSR of Aᵀ: torch has no transpose of a CSR product
     if kernel == "VVD":
         row = sparse(sp.csr_array(data["V2"].reshape(1, -1)))  # V2 as a 1 x n CSR matrix
@@ -80,6 +83,8 @@ def torch_sparse(kernel: str, data: Data) -> Thunk:
         "VVA": (lambda v1: v1 + t["V2"], "V1"),  # add(sparse, dense) is not supported
         "VVD": (lambda v1: (row @ v1).sum(), "V1"),  # no backward for sparse * dense vectors
         "VSM": (lambda s: (t["V"] * s * s).to_dense(), "s"),  # nor for a sparse output
+        "LSQ": (lambda x: ((t["A"] @ x - t["b"]) ** 2).sum(), "x"),
+        "LOGREG": (lambda x: torch.log1p(torch.exp(-t["b"] * (t["A"] @ x))).sum(), "x"),
     }
     f, wrt = fns[kernel]
     return lambda: _np(jacobian(f, t[wrt]))
@@ -111,6 +116,8 @@ def jax_dense(kernel: str, data: Data) -> Thunk:
         "VVA": (lambda v1, v2: v1 + v2, "V1"),
         "VVD": (lambda v1, v2: v1 @ v2, "V1"),
         "VSM": (lambda s, v: v * s * s, "s"),
+        "LSQ": (lambda x, a, b: ((a @ x - b) ** 2).sum(), "x"),
+        "LOGREG": (lambda x, a, b: jnp.log1p(jnp.exp(-b * (a @ x))).sum(), "x"),
     }
     return _jax_thunk(jax, kernel, fns, t)
 
@@ -135,6 +142,8 @@ def jax_bcoo(kernel: str, data: Data) -> Thunk:
         "VVA": (lambda v1, v2: jsp.sparsify(jnp.add)(v2, v1), "V1"),
         "VVD": (lambda v1, v2: v2 @ v1, "V1"),
         "VSM": (lambda s, v: (v * (s * s)).todense(), "s"),
+        "LSQ": (lambda x, a, b: ((a @ x - b) ** 2).sum(), "x"),
+        "LOGREG": (lambda x, a, b: jnp.log1p(jnp.exp(-b * (a @ x))).sum(), "x"),
     }
     return _jax_thunk(jax, kernel, fns, t)
 
@@ -162,6 +171,9 @@ def tf_dense(kernel: str, data: Data) -> Thunk:
         "VVA": (lambda v1: v1 + t["V2"], "V1"),
         "VVD": (lambda v1: tf.tensordot(v1, t["V2"], 1), "V1"),
         "VSM": (lambda s: t["V"] * s * s, "s"),
+        "LSQ": (lambda x: tf.reduce_sum((tf.linalg.matvec(t["A"], x) - t["b"]) ** 2), "x"),
+        "LOGREG": (lambda x: tf.reduce_sum(tf.math.log1p(tf.exp(
+            -t["b"] * tf.linalg.matvec(t["A"], x)))), "x"),
     }
     return _tf_thunk(tf, fns[kernel], t, jit=True)
 
@@ -190,6 +202,9 @@ def tf_sparse(kernel: str, data: Data) -> Thunk:
         "VVA": (lambda v1: tf.sparse.add(t["V2"], v1), "V1"),
         "VVD": (lambda v1: tf.sparse.reduce_sum(t["V2"] * v1), "V1"),
         "VSM": (lambda s: tf.sparse.to_dense(t["V"] * (s * s)), "s"),
+        "LSQ": (lambda x: tf.reduce_sum((mv(t["A"], x) - t["b"]) ** 2), "x"),
+        "LOGREG": (lambda x: tf.reduce_sum(tf.math.log1p(tf.exp(-t["b"] * mv(t["A"], x)))),
+                   "x"),
     }
     return _tf_thunk(tf, fns[kernel], t, jit=False)
 

@@ -27,7 +27,7 @@ from typing import Any
 from benchmarks.kernels import KERNELS
 from benchmarks.peers.cases import (
     BATAX_ONLY,
-    MATRIX_KERNELS,
+    SQUARE_KERNELS,
     SYSTEMS,
     VECTOR_KERNELS,
     Case,
@@ -37,8 +37,8 @@ from benchmarks.peers.cases import (
 )
 
 Run = dict[str, Any]
-DENSITY_EXP = {**{k: 10 for k in MATRIX_KERNELS}, **{k: 1 for k in VECTOR_KERNELS}}
-TOP = {**{k: 2**20 for k in MATRIX_KERNELS}, **{k: 2**30 for k in VECTOR_KERNELS}}
+DENSITY_EXP = {**{k: 10 for k in SQUARE_KERNELS}, **{k: 1 for k in VECTOR_KERNELS}}
+TOP = {**{k: 2**20 for k in SQUARE_KERNELS}, **{k: 2**30 for k in VECTOR_KERNELS}}
 PROBED = [s for s in SYSTEMS if s not in BATAX_ONLY]
 
 
@@ -48,7 +48,7 @@ def panel(kernel: str) -> str:
 
 def next_n(system: str, kernel: str, n: int) -> int:
     """The next rung: twice what the system stores."""
-    if kernel in MATRIX_KERNELS or SYSTEMS[system].kind in ("dense", "sparse"):
+    if kernel in SQUARE_KERNELS or SYSTEMS[system].kind in ("dense", "sparse"):
         half = round(2 * math.log2(n)) + 1  # the next of the sizes 2^(k/2)
         return max(n + 1, round(2 ** (half / 2)))
     return 2 * n

@@ -26,7 +26,10 @@ from benchmarks.kernels import machine
 from benchmarks.peers.cases import (
     BATAX_ONLY,
     FRAMEWORKS,
+    KERNEL_ORDER,
+    LOSS_KERNELS,
     MATRIX_KERNELS,
+    SQUARE_KERNELS,
     SYSTEMS,
     VECTOR_KERNELS,
 )
@@ -43,7 +46,11 @@ FIGURES = {  # file: (sweep, kernels, systems, x axis, caption)
                          "Fig. fig:vectorkernels:sp: vector kernels, varying density"),
     "vectorkernels_dim": ("dimension", VECTOR_KERNELS, MAIN, "n",
                           "Fig. fig:vectorkernels:dim: vector kernels, varying dimension"),
-    "e2e": ("datasets", MATRIX_KERNELS, MAIN, "dataset",
+    "losskernels_sp": ("density", LOSS_KERNELS, MAIN, "density",
+                       "least squares and logistic regression's loss, varying density"),
+    "losskernels_dim": ("dimension", LOSS_KERNELS, MAIN, "n",
+                        "least squares and logistic regression's loss, varying dimension"),
+    "e2e": ("datasets", SQUARE_KERNELS, MAIN, "dataset",
             "Fig. fig:e2e:exp: the sizes of Table tbl:datasets (synthetic) and real .mtx"),
     "batax_opt": ("density dimension", ("BATAX",),
                   ["sdqlite-dict", "sdqlite-arr", *BATAX_ONLY, "scipy"], "",
@@ -83,7 +90,7 @@ def _memory_gib() -> float:
 # -- figures -------------------------------------------------------------------------
 
 def x_of(run: Run, axis: str) -> Any:
-    return {"density": run["nnz"] / (run["n"] ** 2 if run["kernel"] in MATRIX_KERNELS
+    return {"density": run["nnz"] / (run["n"] ** 2 if run["kernel"] in SQUARE_KERNELS
                                      else run["n"]),
             "n": run["n"], "dataset": run["dataset"]}[axis]
 
@@ -192,7 +199,7 @@ def headline(runs: list[Run]) -> list[str]:
     rows = ["| kernel | case | scipy | ∇SD arr | ∇SD dict | best framework | "
             "framework / arr | framework / scipy |", "|---|---|---|---|---|---|---|---|"]
     cases = by_case(runs)
-    for kernel in (*MATRIX_KERNELS, *VECTOR_KERNELS):
+    for kernel in KERNEL_ORDER:
         def complete(c: dict[str, Run]) -> bool:
             return all(c.get(s, {}).get("status") == "ok" for s in ("scipy", "sdqlite-arr"))
 
@@ -200,7 +207,7 @@ def headline(runs: list[Run]) -> list[str]:
             return [c[s] for s in FRAMEWORKS if c.get(s, {}).get("status") == "ok"]
 
         mine = [(k, c) for k, c in cases.items() if k[2] == kernel and complete(c)]
-        paper = [(k, c) for k, c in mine if k[0] == ("datasets" if kernel in MATRIX_KERNELS
+        paper = [(k, c) for k, c in mine if k[0] == ("datasets" if kernel in SQUARE_KERNELS
                                                      else "dimension")]
         for pool in (paper, mine):
             pool = [(k, c) for k, c in pool if fw_ok(c)]
@@ -223,7 +230,7 @@ def headline(runs: list[Run]) -> list[str]:
 def largest(runs: list[Run], systems: Iterable[str]) -> list[str]:
     """The largest problem (by n, then entries) each system completed, per kernel, over the
     sweeps and the probe's rungs."""
-    kernels = (*MATRIX_KERNELS, *VECTOR_KERNELS)
+    kernels = KERNEL_ORDER
     rows = ["| system | " + " | ".join(kernels) + " |", "|---" * (len(kernels) + 1) + "|"]
     for s in systems:
         cells = []
@@ -243,7 +250,7 @@ def stops_table(probe: dict[str, Any], systems: Iterable[str]) -> list[str]:
     """Per system and kernel, the probe's rung that ended the climb, and why."""
     from benchmarks.peers.probe import stops
 
-    kernels = (*MATRIX_KERNELS, *VECTOR_KERNELS)
+    kernels = KERNEL_ORDER
     ended = stops(probe["runs"])
     probed = {tuple(sk) for sk in probe["meta"].get("probed", [])}
     rows = ["| system | " + " | ".join(kernels) + " |", "|---" * (len(kernels) + 1) + "|"]
