@@ -291,12 +291,13 @@ def main(argv: list[str] | None = None) -> int:
                 + f"; the first calls of all, pipeline included: {compile_s:.1f} s")
     cop = cop20k(args.repeat) if (args.cop20k if args.cop20k is not None else
                                   not args.quick) else None
+    lsq = least_squares(args.repeat) if "LSQ" in args.kernels else []
     if args.readme:
         (ROOT / "benchmarks" / "kernels-results.txt").write_text("\n".join(printed) + "\n")
         readme = ROOT / "README.md"
         loads = f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
         readme.write_text(with_table(readme.read_text(),
-                                     table(last, cop, args.repeat, loads, at)))
+                                     table(last, cop, args.repeat, loads, at, lsq)))
         print("\nwrote benchmarks/kernels-results.txt and the README's table")
     return 0
 
@@ -312,7 +313,8 @@ def _time(t: float) -> str:
 
 
 def table(last: dict[str, Row], cop: tuple[float, float, float, int, float, float] | None,
-          repeat: int, loads: str, at: str = "unknown") -> str:
+          repeat: int, loads: str, at: str = "unknown",
+          lsq: list[tuple[float, float, float]] | None = None) -> str:
     """The README's table: each kernel at the largest case the sweep ran."""
     lines = [f"Measured by `make bench` on {time.strftime('%Y-%m-%d')}, commit {at} "
              f"({machine()}, "
@@ -334,6 +336,13 @@ def table(last: dict[str, Row], cop: tuple[float, float, float, int, float, floa
                       f"\"arr\", {dict_:.2f} s in \"dict\", {scipy:.2f} s for scipy's "
                       f"`A.T @ A`; a call's peak memory {arr_mib:,.0f} MiB in \"arr\", "
                       f"{scipy_mib:,.0f} MiB for scipy."]
+    if lsq:
+        lines += ["", f"Least squares' gradient at n = {LSQ_N:,} through `sdqlite.compile`, "
+                      "called with positional arguments, against scipy's `2 * A.T @ (A @ x "
+                      "- b)`, per call: " + "; ".join(
+                          f"density {_power(d) if d in (1e-3, 1e-2) else f'{d:g}'}: "
+                          f"{_time(t)} against {_time(base)} ({t / base:.2f}×)"
+                          for d, t, base in lsq) + "."]
     return "\n".join(lines)
 
 
@@ -389,6 +398,48 @@ def _build(f: Compiled) -> str:
     if any(s.native is not None and s.native.built.cached for s in specs):
         return "cached"
     return f"{sum(s.build_seconds for s in specs):.2f}"
+
+
+def alternating(fns: dict[str, Callable[[], Any]], repeat: int, calls: int
+                ) -> dict[str, float]:
+    """Each function's median time per call over ``repeat`` rounds of ``calls`` calls,
+    the functions taking turns within each round (a change of load hits them alike)."""
+    for fn in fns.values():
+        fn()  # warm
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times[name].append((time.perf_counter() - start) / calls)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+#: issue 27's case: least squares through sdqlite.compile, called as a scipy user would
+LSQ_N, LSQ_DENSITIES = 2_000, (1e-3, 1e-2, 5e-2)
+
+
+def least_squares(repeat: int) -> list[tuple[float, float, float]]:
+    """Least squares' gradient at n = 2,000 through ``sdqlite.compile(source, wrt="x")``,
+    called with positional arguments, against scipy's ``2 * A.T @ (A @ x - b)``: (density,
+    seconds per call, scipy's)."""
+    k = KERNELS["LSQ"]
+    f = sdqlite.compile(k.source, wrt="x")
+    rng = np.random.default_rng(27)
+    say(f"\nleast squares at n = {LSQ_N:,} through sdqlite.compile (issue 27's aim: "
+        "within 2x of scipy per call)")
+    out = []
+    for d in LSQ_DENSITIES:
+        data = k.data(LSQ_N, d, rng)
+        a, b, x = data["A"], data["b"], data["x"]
+        assert agree(f(a, b, x), k.formula(data))
+        t = alternating({"scipy": lambda: 2 * a.T @ (a @ x - b),  # noqa: B023
+                         "sdqlite": lambda: f(a, b, x)}, repeat, 100)  # noqa: B023
+        say(f"  density {d:<6g} sdqlite {t['sdqlite'] * 1e6:7.1f} us   scipy "
+            f"{t['scipy'] * 1e6:7.1f} us   ratio {t['sdqlite'] / t['scipy']:5.2f}x")
+        out.append((d, t["sdqlite"], t["scipy"]))
+    return out
 
 
 def cop20k(repeat: int) -> tuple[float, float, float, int, float, float]:
