@@ -198,7 +198,7 @@ def _numpy_type(name: str, a: Any, want: Type | None) -> Type:
     if a.dtype.kind not in "iuf":
         raise DataError(f"input {name}: arrays of dtype {a.dtype} have no SDQLite type "
                         "(use float or int)")
-    if a.dtype.kind == "f" and not np.isfinite(a).all():
+    if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
         raise DataError(f"input {name}: the array holds a number that is not finite")
     if a.dtype.kind == "u" and a.size and a.max() > INT64.max:
         raise DataError(f"input {name}: the array holds {a.max()}, which does not fit in 64 "
