@@ -198,7 +198,7 @@ def _numpy_type(name: str, a: Any, want: Type | None) -> Type:
     if a.dtype.kind not in "iuf":
         raise DataError(f"input {name}: arrays of dtype {a.dtype} have no SDQLite type "
                         "(use float or int)")
-    if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
         raise DataError(f"input {name}: the array holds a number that is not finite")
     if a.dtype.kind == "u" and a.size and a.max() > INT64.max:
         raise DataError(f"input {name}: the array holds {a.max()}, which does not fit in 64 "
@@ -445,11 +445,16 @@ def _checker() -> Any:
 # ---- facts, cutting, layouts ------------------------------------------------------------------
 
 
-def with_shape_sizes(name: str, t: Type, level: int = 0) -> Type:
+def with_shape_sizes(name: str, t: Type) -> Type:
     """``t`` with a size name on each layer that declares none (the data's shape)."""
+    return _sized(name, t, tuple(layer.extent for layer in D.layers(t)))
+
+
+@cache  # (by the extents too: a type's equality ignores them)
+def _sized(name: str, t: Type, extents: tuple[str | None, ...], level: int = 0) -> Type:
     if not isinstance(t, DictT):
         return t
-    return DictT(with_shape_sizes(name, t.val, level + 1), t.dense,
+    return DictT(_sized(name, t.val, extents[1:], level + 1), t.dense,
                  t.extent or f"{name}#{level}")
 
 
@@ -465,10 +470,9 @@ def layer_facts(a: Arg) -> list[Layer]:
             n = a.data.shape[d]
             out.append(Layer(layer, a.name + "(*)" * d, count=n, bound=n))
         return out
-    if a.kind == "numpy":  # a real vector or matrix declared sparse
-        where = a.data.nonzero()
-        ranges = [(int(w.min()), int(w.max())) if len(w) else None for w in where]
-        shape = a.data.shape
+    if a.kind == "numpy":  # a real vector or matrix declared sparse: its shape fixes the
+        # sizes, and bounds its keys (no pass over the entries)
+        ranges, shape = [None] * a.data.ndim, a.data.shape
     else:
         ranges, shape = list(a.data.keys), a.data.shape
     for d, layer in enumerate(layers):
@@ -523,6 +527,9 @@ def flat_arrays(fmt: Format, a: Arg) -> dict[str, Any]:
     if a.kind == "scipy" and len(a.data.shape) == 1 and fmt.name == "coo":
         (keys,), vals = a.data.entries()  # sorted, each once: the format's arrays
         return {"len": len(vals), "row": keys, "val": vals}
+    if a.kind == "numpy" and a.data.ndim == 1 and fmt.name == "dense":
+        # the array is its own layout (a zero is no entry, and stored as one): in place
+        return {"len": len(a.data), "V": a.data}
     if a.kind == "scipy" and len(a.data.shape) == 2 and fmt.name in ("csr", "csc"):
         # (an explicit zero stays: the format's definition reads {j -> 0.0} as no entry,
         # and the caller's arrays, shared, stay as they are)
