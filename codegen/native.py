@@ -3,9 +3,10 @@
 The entry point ``sdql_entry_<name>(data, lens, status, out)`` reads its inputs from an
 array of buffer pointers and their lengths (``codegen/data.py``): a flat array as one
 buffer read in place, any other value as its 2L + 1 buffers.  A dense destination is
-the caller's zeroed numpy array, written in place (its pointer and shape come last); any
-other result comes back as an output handle whose buffers numpy reads without a copy,
-owned by an object that frees the handle when the last array over it goes.
+the caller's zeroed numpy array, written in place (its pointer and shape come last); a
+number comes back in the status; any other result comes back as an output handle whose
+buffers numpy reads without a copy, owned by an object that frees the handle when the
+last array over it goes.
 
 A failure inside the kernel comes back as a status: a unary operation outside its domain
 (re-raised by the interpreter's own ``unop``, so both backends say the same), real or
@@ -166,4 +167,3 @@ def _main_thread() -> bool:
     """Only the main thread takes SIGINT in Python: a kernel run from another thread
     leaves the handler alone."""
     return threading.current_thread() is threading.main_thread()
-

@@ -27,8 +27,8 @@ def cost_model(g: EGraph[Info]) -> Callable[[ENode, list[float]], float]:
     the class is extracted as (its other terms cost ∞);
     a product with a dictionary factor (an outer product) 1000 + kids."""
     def cost(node: ENode, kids: list[float]) -> float:
-        if not g.analysis.make(g, node).one and (cid := g.lookup(node)) is not None \
-                and g.data(cid).one:
+        if (cid := g.lookup(node)) is not None and g.data(cid).one \
+                and not g.analysis.make(g, node).one:  # (the node's own analysis: rarely)
             return math.inf  # a class of one entry at most is extracted as such
         op = node.op
         if isinstance(op, tuple):

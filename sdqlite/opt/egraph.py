@@ -356,6 +356,12 @@ class Rewrite:
     lhs: Pattern
     rhs: Pattern | Applier
     condition: Condition | None = None
+    #: the result depends on the match alone (a pattern, not an applier that reads the
+    #: graph): applied again to the same match it adds nothing, so the runner skips it
+    pure: bool | None = None
+
+    def is_pure(self) -> bool:
+        return isinstance(self.rhs, PVar | PNode) if self.pure is None else self.pure
 
     def apply(self, egraph: EGraph[Any], cid: ClassId, subst: Subst) -> ClassId | None:
         if self.condition is not None and not self.condition(egraph, cid, subst):
@@ -423,6 +429,7 @@ def run(egraph: EGraph[Any], rewrites: list[Rewrite], *, iter_limit: int = 30,
     start = clock()
     fired: Counter[str] = Counter()
     iterations = 0
+    applied: set[tuple[str, ClassId, tuple[tuple[str, ClassId], ...]]] = set()
 
     def check() -> None:
         if egraph.node_count > node_limit:
@@ -450,7 +457,15 @@ def run(egraph: EGraph[Any], rewrites: list[Rewrite], *, iter_limit: int = 30,
                 else:
                     skipped = True
             for rw, cid, s in matches:
+                key = None
+                if rw.is_pure():  # (a match already applied: its result is in cid's class)
+                    key = (rw.name, egraph.find(cid),
+                           tuple((x, egraph.find(c)) for x, c in sorted(s.items())))
+                    if key in applied:
+                        continue
                 new = rw.apply(egraph, cid, s)
+                if new is not None and key is not None:
+                    applied.add(key)
                 if new is not None and egraph.find(new) != egraph.find(cid):
                     egraph.union(cid, new)
                     fired[rw.name] += 1
