@@ -209,9 +209,8 @@ class Compiled:
 
     def plan(self, args: Mapping[str, Arg], bounds: Mapping[str, int]
              ) -> tuple[list[D.Buffers], Specialized]:
-        """The kernel's input buffers for these data (cut to the sizes, laid out in their
-        formats), and the specialization that reads them (32-bit indices as they are), not
-        built."""
+        """The kernel's input buffers for these data (laid out in their formats), and the
+        specialization that reads them (32-bit indices as they are), not built."""
         key = tuple((x, a.type, I.extents(a.type), a.kind, self.format_name(x, a))
                     for x, a in args.items())  # (a type's equality ignores its extents)
         if key not in self.plans:  # what the inputs' types, kinds and formats decide
@@ -220,7 +219,6 @@ class Compiled:
             self.plans[key] = formats, lowering, R.choose(lowering.type, lowering.sizes,
                                                           self.destination, lowering.low)
         formats, lowering, dest = self.plans[key]
-        args = {x: I.within(a, bounds) for x, a in args.items()}
         inputs = self.buffers(lowering, args)
         elements = {x: _ELEMENTS[b[0].dtype] for (x, _), b in zip(
             lowering.low.inputs, inputs, strict=True) if x in lowering.elements}

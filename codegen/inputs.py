@@ -22,8 +22,7 @@ from __future__ import annotations
 import ctypes
 import math
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
@@ -460,7 +459,7 @@ def _sized(name: str, t: Type, extents: tuple[str | None, ...], level: int = 0) 
 
 def layer_facts(a: Arg) -> list[Layer]:
     """What the data say about each layer (numpy and scipy without per-entry Python
-    work; a stored zero is no entry: past a size, ``within`` cuts it away)."""
+    work; a layer's shape fixes its size, so no key lies past it)."""
     if a.kind == "value":
         return list(facts(a.type, a.data, a.name))
     layers = D.layers(with_shape_sizes(a.name, a.type))
@@ -480,31 +479,9 @@ def layer_facts(a: Arg) -> list[Layer]:
     return out
 
 
-def within(a: Arg, bounds: Mapping[str, int]) -> Arg:
-    """numpy or scipy data cut to the sizes of their layers where another input fixes one
-    below the shape: the sizes check found no entry beyond it, and a kernel iterating
-    the whole shape would write an empty row's key outside the result's size.  A scipy
-    matrix is also grown to them (no entry more): its positional layers then span their
-    declared sizes, so a row is read in place at any key of that size (``SPANS``)."""
-    if a.kind not in ("scipy", "numpy"):
-        return a
-    layers = D.layers(with_shape_sizes(a.name, a.type))
-    cut = tuple((bounds[str(layer.extent)] if a.kind == "scipy" else
-                 min(n, bounds[str(layer.extent)])) for n, layer in zip(
-        a.data.shape, layers, strict=True))
-    if cut == tuple(a.data.shape):
-        return a
-    if a.kind == "numpy":
-        return replace(a, data=a.data[tuple(slice(0, n) for n in cut)])
-    keys, vals = a.data.entries()
-    keep = np.all([k < n for k, n in zip(keys, cut, strict=True)], axis=0) if keys else \
-        np.ones(len(vals), dtype=bool)
-    return replace(a, data=Sparse(cut, "coo", (*[k[keep] for k in keys], vals[keep]), True,
-                                  a.data.keys))
-
-
-#: the kinds of data ``within`` lays out spanning their declared sizes (the pipeline's
-#: ``spans``)
+#: the kinds of data whose positional layers span their declared sizes (the pipeline's
+#: ``spans``): a scipy matrix's shape fixes them (``semantics.extents``), so a row is read
+#: in place at any key of that size
 SPANS: tuple[Kind, ...] = ("scipy",)
 
 

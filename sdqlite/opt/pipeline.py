@@ -63,8 +63,8 @@ def pipeline(e: Expr, ctx: Ctx, wrt: str | None = None, limits: Limits | None = 
              spans: Collection[str] = ()) -> list[Stage]:
     """Run the pipeline on an elaborated ``ctx ⊢ e``; the last stage is the result, typed
     in the last stage's ``ctx``.  ``spans`` names inputs whose data are laid out with each
-    positional layer spanning its declared size (``codegen``'s door grows a scipy
-    matrix to it): their rows are read in place at keys of that size (``compose``)."""
+    positional layer spanning its declared size (a scipy matrix's shape fixes it): their
+    rows are read in place at keys of that size (``compose``)."""
     limits = limits or Limits()
     e = expand(e, ctx)  # the program's own gradient e' x, if any (Fig. fig:api)
     stages = [Stage("input", e, 0.0, ctx=dict(ctx))]
