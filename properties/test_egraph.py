@@ -36,15 +36,23 @@
 * ``fired`` counts unions that merged classes: a saturated graph run again fires nothing.
 * A run is saturated only when every rule ran in its last iteration: back-off changes
   when rules fire, not the graph a saturating run ends with (egg's ``can_stop`` unbans).
+* The search is incremental and exact: keeping a rule's matches at a root where nothing
+  within the pattern's depth changed ends a run in the same graph, with the same report,
+  as searching every root anew.  A run leaves the cycle collector as it found it.
 """
 
+import gc
 from collections.abc import Iterator
+from contextlib import nullcontext
+from unittest.mock import patch
 
+import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from sdqlite.opt.egraph import (
     BackoffScheduler,
+    ClassId,
     EGraph,
     ENode,
     PNode,
@@ -96,7 +104,7 @@ RULES = [
 COMMUTATIVITY = [r for r in RULES if r.name.startswith("comm-")]  # saturates finitely
 
 
-def size_cost(node: ENode, kids: list[float]) -> float:
+def size_cost(node: ENode, kids: list[float], _: ClassId) -> float:
     return 1 + sum(kids)
 
 
@@ -544,3 +552,80 @@ def test_back_off_changes_when_rules_fire_not_where_saturation_ends(t: Term, lim
     else:  # refused for good: only a rule that matches nowhere may be skipped
         assert limit == 0 and report.stop_reason == "iteration limit", report
     assert unbanned.stop_reason == "saturated"
+
+
+def _full_search(g: EGraph[object], touched: set[ClassId], depth: int) -> dict[ClassId, int]:
+    """Every class near a touch: each rule searches every root anew, each iteration."""
+    return dict.fromkeys(g.classes, 0)
+
+
+def _ran(t: Term, limit: int, rules: list[Rewrite], full: bool,
+         transparent: bool = False) -> tuple[object, ...]:
+    g: EGraph[object] = EGraph(transparent=(lambda op: op == "wrap") if transparent
+                               else (lambda op: False))
+    g.add_term(t)
+    with patch.object(EGraph, "near", _full_search) if full else nullcontext():
+        report = run(g, rules, iter_limit=limit, node_limit=3000,
+                     scheduler=BackoffScheduler(match_limit=40, ban_length=1))
+    return (report.stop_reason, report.iterations, report.fired,
+            [g.find(c) for c in range(len(g.parent))], g.memo,  # (paths compress apart)
+            [(c, list(e.nodes), e.parents) for c, e in g.classes.items()])
+
+
+# non-linear patterns: a match appears when a union, one or two links down, makes two
+# pattern variables' classes one
+NONLINEAR = [Rewrite("twice", _p("+", X, X), _p("*", X, _p("+", _p("1"), _p("1")))),
+             Rewrite("factor-1", _p("+", _p("*", X, Y), Y), _p("*", _p("+", X, _p("1")), Y))]
+WRAP = [Rewrite("wrap", _p("*", X, Y), _p("wrap", _p("*", Y, X))),  # a transparent node
+        Rewrite("unwrap-0", _p("+", X, _p("0")), _p("wrap", X))]     # as a right side
+
+
+# Shrunk: without the depth of a pattern's node children counted (near(touched, 0)), a
+# class under a new + of + kept its old matches of assoc-add.
+@given(terms, st.integers(1, 6))
+@example(Term("+", (Term("+", (Term("a"), Term("b"))), Term("c"))), 3).via(
+    "assoc-add reads a child's members: a union below the root changes its matches")
+@example(Term("+", (Term("*", (Term("a"), Term("1"))), Term("a"))), 2).via(
+    "x + x matches once mul-1 merged the two sides: the ids a pattern variable binds, "
+    "one link down, count")
+@example(Term("wrap", (Term("+", (Term("*", (Term("a"), Term("1"))), Term("a"))),)), 2).via(
+    "the same seen through wrap, which costs no depth: the root holds only wrap(x + x)")
+@example(Term("+", (Term("*", (Term("a"), Term("b"))),
+                    Term("*", (Term("*", (Term("a"), Term("1"))), Term("c"))))), 2).via(
+    "factor's x * y + x * z, x two links down on both sides: a class as far from a union "
+    "as the deepest pattern reaches is near it")
+def test_the_incremental_search_finds_what_a_full_search_finds(t: Term, limit: int) -> None:
+    """``run`` keeps each rule's matches at a root from its last search unless a class
+    within the pattern's depth below the root was made or merged since (``near``): a
+    run that searches every root anew each iteration ends in the same graph — the same
+    classes, nodes, parents and memo, in the same order — with the same report (back-off
+    included: a rule's match counts are the same); through transparent nodes too, which
+    ``members`` looks through at no depth."""
+    mul_1, factor = [r for r in RULES if r.name in ("mul-1", "factor")]
+    for rules, transparent in [(RULES + NONLINEAR, False), (RULES + NONLINEAR + WRAP, True),
+                               ([mul_1, factor], False),  # (nothing else touches, nor
+                               ([mul_1, NONLINEAR[0]], True)]:  # fires the same elsewhere)
+        assert _ran(t, limit, rules, False, transparent) == _ran(t, limit, rules, True,
+                                                                  transparent)
+
+
+def test_a_run_leaves_the_cycle_collector_as_it_found_it() -> None:
+    """``run`` turns CPython's cycle collector off while it runs, and back on only if it
+    was on: after a run, after a run stopped by an error, and under a caller that had
+    turned it off."""
+    def boom(g: EGraph[object], cid: ClassId, s: dict[str, ClassId]) -> ClassId | None:
+        assert not gc.isenabled(), "the collector runs during saturation"
+        raise KeyboardInterrupt
+
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            for rules in ([RULES[0]], [Rewrite("boom", X, boom)]):
+                g: EGraph[object] = EGraph()
+                g.add_term(Term("+", (Term("a"), Term("b"))))
+                with pytest.raises(KeyboardInterrupt) if rules[0].name == "boom" \
+                        else nullcontext():
+                    run(g, rules)
+                assert gc.isenabled() == enabled
+        finally:
+            gc.enable()

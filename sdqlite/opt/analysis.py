@@ -10,7 +10,7 @@ scoped wherever the class is used.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
 from sdqlite.opt.egraph import (
@@ -62,6 +62,7 @@ class SDQLiteAnalysis:
 
     def make(self, g: EGraph[Info], node: ENode) -> Info:
         kids = [g.data(c) for c in node.children]
+        one = is_one(node.op, kids)
         free: Free = frozenset().union(*(k.free for k in kids)) if kids else frozenset()
         op = node.op
         if isinstance(op, tuple):
@@ -77,22 +78,21 @@ class SDQLiteAnalysis:
                 case "bool":
                     return Info(BOOL, frozenset())
                 case "zero":
-                    return Info(op[1], frozenset(), True)
+                    return Info(op[1], frozenset(), one)
                 case "unop":
                     return Info(REAL, free)
                 case "array":
                     return Info(DictT(op[1], dense=True), free)
                 case "keep":
-                    return Info(kids[0].type, op[1], kids[0].one)
+                    return Info(kids[0].type, op[1], one)
         t = [k.type for k in kids]
         match op:
             case "sum":
-                return Info(t[1], kids[0].free | _binder_shift(kids[1].free, 2),
-                            kids[0].one and kids[1].one)
+                return Info(t[1], kids[0].free | _binder_shift(kids[1].free, 2), one)
             case "let":
-                return Info(t[1], kids[0].free | _binder_shift(kids[1].free, 1), kids[1].one)
+                return Info(t[1], kids[0].free | _binder_shift(kids[1].free, 1), one)
             case "single":
-                return Info(None if t[1] is None else DictT(t[1]), free, True)
+                return Info(None if t[1] is None else DictT(t[1]), free, one)
             case "lookup":
                 return Info(t[0].val if isinstance(t[0], DictT) else None, free)
             case "if":
@@ -113,6 +113,15 @@ class SDQLiteAnalysis:
     def merge(self, a: Info, b: Info) -> Info:
         # classes are only merged with the same free indices (see ``scoped``)
         return Info(a.type or b.type, a.free | b.free, a.one or b.one)
+
+
+def is_one(op: Hashable, kids: list[Info]) -> bool:
+    """``Info.one`` of a node from its children's: an empty dictionary or a singleton;
+    a let whose body is one; a sum of ones over one (``keep`` is its argument)."""
+    if isinstance(op, tuple):
+        return op[0] == "zero" or (op[0] == "keep" and kids[0].one)
+    return op == "single" or (op == "let" and kids[1].one) or \
+        (op == "sum" and kids[0].one and kids[1].one)
 
 
 # ---- scoping: a class's free indices are fixed ------------------------------------------------

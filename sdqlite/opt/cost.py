@@ -13,22 +13,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from sdqlite.opt.analysis import Info
+from sdqlite.opt.analysis import Info, is_one
 from sdqlite.opt.egraph import ClassId, EGraph, ENode, Term
 from sdqlite.syntax.types import DictT
 
 DENSE_LOOP, DICT_LOOP, OUTER_PRODUCT, SINGLE_LOOP = 200, 1000, 1000, 1
 
 
-def cost_model(g: EGraph[Info]) -> Callable[[ENode, list[float]], float]:
+def cost_model(g: EGraph[Info]) -> Callable[[ENode, list[float], ClassId], float]:
     """constant 1, variable 5, lookup 20, let 10, singleton 50, unique 0, others 1 + kids;
     sum: cost(R) + c·(1 + cost(body)), c = 200 over a dense array, 1000 over a dictionary,
     1 over a class with a term of one entry at most (``Info.one``), which is then what
     the class is extracted as (its other terms cost ∞);
     a product with a dictionary factor (an outer product) 1000 + kids."""
-    def cost(node: ENode, kids: list[float]) -> float:
-        if (cid := g.lookup(node)) is not None and g.data(cid).one \
-                and not g.analysis.make(g, node).one:  # (the node's own analysis: rarely)
+    def cost(node: ENode, kids: list[float], cid: ClassId) -> float:
+        if g.data(cid).one and not is_one(node.op, [g.data(c) for c in node.children]):
             return math.inf  # a class of one entry at most is extracted as such
         op = node.op
         if isinstance(op, tuple):
@@ -62,7 +61,8 @@ def cost_model(g: EGraph[Info]) -> Callable[[ENode, list[float]], float]:
         return 1 + sum(kids)
     return cost
 
-def term_cost(g: EGraph[Info], t: Term, cost: Callable[[ENode, list[float]], float]) -> float:
+def term_cost(g: EGraph[Info], t: Term,
+              cost: Callable[[ENode, list[float], ClassId], float]) -> float:
     """The cost of a term already in ``g`` (its children's classes give their types),
     bottom-up: each sub-term is looked up once."""
 
@@ -71,6 +71,6 @@ def term_cost(g: EGraph[Info], t: Term, cost: Callable[[ENode, list[float]], flo
         node = ENode(t.op, tuple(cid for cid, _ in kids))
         cid = g.lookup(node)
         assert cid is not None, "the term was added to the e-graph"
-        return cid, cost(node, [c for _, c in kids])
+        return cid, cost(node, [c for _, c in kids], cid)
 
     return go(t)[1]

@@ -22,24 +22,27 @@ cost function.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, KeysView
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 ClassId = int
 D = TypeVar("D")
 
 
-@dataclass(frozen=True, slots=True)
-class ENode:
+class ENode(NamedTuple):
+    """An operator over classes (a named tuple: hashed and compared in C, as the graph's
+    tables and matching do millions of times)."""
+
     op: Hashable
     children: tuple[ClassId, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Term:
+class Term(NamedTuple):
     """A tree of operators: what goes in and comes out of the e-graph."""
 
     op: Hashable
@@ -91,6 +94,7 @@ class EGraph(Generic[D]):
         self.generation = 0  # how many rebuilds changed something: a key for caches
         self._members: dict[ClassId, list[ENode]] = {}  # until the next union or rebuild
         self._by_op: dict[ClassId, dict[Hashable, list[ENode]]] = {}  # (the same, by op)
+        self.touched: set[ClassId] = set()  # classes merged into: see ``near``
 
     # ---- union-find ---------------------------------------------------------------------
 
@@ -156,6 +160,7 @@ class EGraph(Generic[D]):
         if merged != cb.data:
             self.analysis_pending.append(a)
         self.pending.append(a)
+        self.touched.add(a)
         return a
 
     def rebuild(self) -> None:
@@ -242,7 +247,7 @@ class EGraph(Generic[D]):
 
     def members_with(self, cid: ClassId, op: Hashable) -> list[ENode]:
         """The members of a class whose operator is ``op`` (where a pattern node can match)."""
-        root = self.find(cid)
+        root = cid if self.parent[cid] == cid else self.find(cid)
         index = self._by_op.get(root)
         if index is None:
             index = {}
@@ -261,6 +266,23 @@ class EGraph(Generic[D]):
             for op in dict.fromkeys(n.op for n in self.members(cid)):
                 index.setdefault(op, []).append(cid)
         return index
+
+    def near(self, touched: set[ClassId], depth: int) -> dict[ClassId, int]:
+        """For each class with a ``touched`` class at most ``depth`` child links below it
+        (through transparent nodes at no cost, as ``members`` looks through them), the
+        least such distance: the classes where a pattern that deep may match differently
+        than before the touch.  Read after a rebuild (parents are canonical then)."""
+        dist = {self.find(c): 0 for c in touched if self.find(c) in self.classes}
+        todo = list(dist)
+        while todo:
+            c = todo.pop()
+            for node, up in self.classes[c].parents:
+                d = dist[c] + (0 if self.transparent(node.op) else 1)
+                up = self.find(up)
+                if d <= depth and d < dist.get(up, depth + 1):
+                    dist[up] = d
+                    todo.append(up)
+        return dist
 
     @property
     def node_count(self) -> int:
@@ -291,6 +313,13 @@ Pattern = PVar | PNode
 Subst = dict[str, ClassId]
 
 
+def depth(pattern: Pattern) -> int:
+    """How many child links below its root a pattern reads (a variable reads its class's
+    id, a node its class's members)."""
+    return 0 if isinstance(pattern, PVar) or not pattern.children else \
+        1 + max(depth(k) for k in pattern.children)
+
+
 def ematch(egraph: EGraph[Any], pattern: Pattern, cid: ClassId, subst: Subst | None = None
            ) -> Iterator[Subst]:
     """Every substitution under which ``pattern`` is represented in class ``cid`` (in
@@ -302,13 +331,17 @@ def ematch(egraph: EGraph[Any], pattern: Pattern, cid: ClassId, subst: Subst | N
 
 def _ematch(egraph: EGraph[Any], pattern: Pattern, cid: ClassId, subst: Subst,
             out: list[Subst]) -> None:
-    """``ematch`` into ``out``, without generators (the saturation's hot loop)."""
-    cid = egraph.find(cid)
+    """``ematch`` into ``out``, without generators (the saturation's hot loop: a class id
+    is looked up in the union-find only when it is not a root, which after a rebuild,
+    when the search runs, none is)."""
+    parent = egraph.parent
+    if parent[cid] != cid:
+        cid = egraph.find(cid)
     if isinstance(pattern, PVar):
         bound = subst.get(pattern.name)
         if bound is None:
             out.append({**subst, pattern.name: cid})
-        elif egraph.find(bound) == cid:
+        elif (bound if parent[bound] == bound else egraph.find(bound)) == cid:
             out.append(subst)
         return
     kids = pattern.children
@@ -319,12 +352,14 @@ def _ematch(egraph: EGraph[Any], pattern: Pattern, cid: ClassId, subst: Subst,
         for kid, child in zip(kids, node.children, strict=True):
             found: list[Subst] = []
             if isinstance(kid, PVar):  # (inline: most children of a pattern are variables)
-                child, name = egraph.find(child), kid.name
+                if parent[child] != child:
+                    child = egraph.find(child)
+                name = kid.name
                 for s in partial:
                     bound = s.get(name)
                     if bound is None:
                         found.append({**s, name: child})
-                    elif egraph.find(bound) == child:
+                    elif (bound if parent[bound] == bound else egraph.find(bound)) == child:
                         found.append(s)
             else:
                 for s in partial:
@@ -333,6 +368,12 @@ def _ematch(egraph: EGraph[Any], pattern: Pattern, cid: ClassId, subst: Subst,
             if not partial:
                 break
         out += partial
+
+
+def _search(egraph: EGraph[Any], pattern: Pattern, cid: ClassId) -> list[Subst]:
+    out: list[Subst] = []
+    _ematch(egraph, pattern, cid, {}, out)
+    return out
 
 
 def instantiate(egraph: EGraph[Any], pattern: Pattern, subst: Subst) -> ClassId:
@@ -425,11 +466,32 @@ def run(egraph: EGraph[Any], rewrites: list[Rewrite], *, iter_limit: int = 30,
     egg's ``can_stop`` does) or a limit is hit.  Limits are checked after every single
     application, so a blow-up inside one iteration stops promptly (the graph stays
     consistent: it is rebuilt before returning)."""
-    scheduler = scheduler or BackoffScheduler()
+    with _without_cycle_collection():
+        return _run(egraph, rewrites, iter_limit, node_limit, time_limit,
+                    scheduler or BackoffScheduler(), clock)
+
+
+@contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """CPython's cycle collector off for a run: saturation makes millions of small
+    objects, none of them cyclic, which the collector would walk over and over (10–30%
+    of a run on the kernels of ``make bench``)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run(egraph: EGraph[Any], rewrites: list[Rewrite], iter_limit: int, node_limit: int,
+         time_limit: float, scheduler: BackoffScheduler, clock: Callable[[], float]
+         ) -> Report:
     start = clock()
     fired: Counter[str] = Counter()
     iterations = 0
-    applied: set[tuple[str, ClassId, tuple[tuple[str, ClassId], ...]]] = set()
+    applied: set[tuple[int, ...]] = set()  # (the rule's place, the classes)
 
     def check() -> None:
         if egraph.node_count > node_limit:
@@ -437,36 +499,52 @@ def run(egraph: EGraph[Any], rewrites: list[Rewrite], *, iter_limit: int = 30,
         if clock() - start > time_limit:
             raise _Stop("time limit")
 
+    # each rule's matches at each root as of its last search, kept where no class within
+    # the pattern's depth below the root was touched since (the search is incremental;
+    # it finds what a full one finds, in the same order)
+    searched: dict[int, dict[ClassId, list[Subst]]] = {}  # (rules by their place)
+    depths = [depth(rw.lhs) for rw in rewrites]
+    pure = [rw.is_pure() for rw in rewrites]
     reason = "iteration limit"
     try:
+        egraph.rebuild()
         for iterations in range(1, iter_limit + 1):
             before = (egraph.node_count, egraph.class_count, fired.total())
-            matches: list[tuple[Rewrite, ClassId, Subst]] = []
+            matches: list[tuple[int, ClassId, Subst]] = []
             by_op = egraph.classes_by_op()
+            near = egraph.near(egraph.touched, max(depths, default=0))
+            near_at = {d: {c for c, n in near.items() if n <= d} for d in set(depths)}
+            egraph.touched = set()
             skipped = False  # a rule banned or refused here: nothing changing proves nothing
-            for rw in rewrites:
+            last, searched = searched, {}
+            for i, rw in enumerate(rewrites):
                 if not scheduler.can_run(rw.name, iterations):
                     skipped = True
                     continue
                 roots = by_op.get(rw.lhs.op, []) if isinstance(rw.lhs, PNode) else \
                     egraph.class_ids()
-                found = [(cid, s) for cid in roots for s in ematch(egraph, rw.lhs, cid)]
+                known, stale = last.get(i, {}), near_at[depths[i]]
+                now = {c: known[c] if c in known and c not in stale else _search(egraph, rw.lhs, c)
+                       for c in roots}
+                searched[i] = now
+                every = [(i, cid, s) for cid, found in now.items() for s in found]
                 check()
-                if scheduler.accept(rw.name, iterations, len(found)):
-                    matches += [(rw, cid, s) for cid, s in found]
+                if scheduler.accept(rw.name, iterations, len(every)):
+                    matches += every
                 else:
                     skipped = True
-            for rw, cid, s in matches:
-                key = None
-                if rw.is_pure():  # (a match already applied: its result is in cid's class)
-                    key = (rw.name, egraph.find(cid),
-                           tuple((x, egraph.find(c)) for x, c in sorted(s.items())))
+            find = egraph.find
+            for i, cid, s in matches:
+                rw, key = rewrites[i], None
+                if pure[i]:  # (a match already applied: its result is in cid's class;
+                    # a rule binds its variables in one order)
+                    key = (i, find(cid), *[find(c) for c in s.values()])
                     if key in applied:
                         continue
                 new = rw.apply(egraph, cid, s)
                 if new is not None and key is not None:
                     applied.add(key)
-                if new is not None and egraph.find(new) != egraph.find(cid):
+                if new is not None and find(new) != find(cid):
                     egraph.union(cid, new)
                     fired[rw.name] += 1
                 check()

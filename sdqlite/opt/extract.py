@@ -8,7 +8,8 @@ from typing import Any
 
 from sdqlite.opt.egraph import ClassId, EGraph, ENode, Term
 
-CostFn = Callable[[ENode, list[float]], float]
+#: the cost of a node, given its children's costs and the class it is a member of
+CostFn = Callable[[ENode, list[float], ClassId], float]
 
 
 class Extractor:
@@ -23,17 +24,24 @@ class Extractor:
 
     def __init__(self, egraph: EGraph[Any], cost: CostFn) -> None:
         self.egraph = egraph
-        find = egraph.find
+        find, parent = egraph.find, egraph.parent
         best: dict[ClassId, tuple[float, ENode]] = {}
         improved: list[ClassId] = []
 
         def evaluate(cid: ClassId, node: ENode) -> None:
-            kids = [best.get(find(c)) for c in node.children]
-            if any(k is None for k in kids):
-                return
-            c = cost(node, [k[0] for k in kids if k is not None])
-            if cid not in best or c < best[cid][0]:
-                best[cid] = (c, ENode(node.op, tuple(find(k) for k in node.children)))
+            costs: list[float] = []
+            for kid in node.children:  # (canonical, but between a union and a rebuild)
+                k = best.get(kid if parent[kid] == kid else find(kid))
+                if k is None:
+                    return
+                costs.append(k[0])
+            c = cost(node, costs, cid)
+            known = best.get(cid)
+            if known is None or c < known[0]:
+                children = node.children
+                if any(parent[k] != k for k in children):
+                    children = tuple(find(k) for k in children)
+                best[cid] = (c, node if children is node.children else ENode(node.op, children))
                 improved.append(cid)
 
         for cid, eclass in egraph.classes.items():  # one pass in the order classes were
@@ -43,9 +51,10 @@ class Extractor:
             changed = dict.fromkeys(improved)
             improved.clear()
             for cid in changed:
-                for node, parent in egraph.classes[find(cid)].parents:
-                    evaluate(find(parent), node)
+                for node, up in egraph.classes[find(cid)].parents:
+                    evaluate(find(up), node)
         self.best = best
+        self._terms: dict[ClassId, Term] = {}  # the terms built so far, shared
 
     def __contains__(self, cid: ClassId) -> bool:
         return cid in self.best or self.egraph.find(cid) in self.best
@@ -58,8 +67,11 @@ class Extractor:
             raise ValueError("no finite-cost term in the class")
 
         def build(c: ClassId) -> Term:
-            node = self.best[c][1]
-            return Term(node.op, tuple(build(k) for k in node.children))
+            term = self._terms.get(c)
+            if term is None:
+                node = self.best[c][1]
+                term = self._terms[c] = Term(node.op, tuple(build(k) for k in node.children))
+            return term
 
         return self.best[cid][0], build(cid)
 

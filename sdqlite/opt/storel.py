@@ -48,18 +48,22 @@ def _independent(var: str, binders: int) -> Callable[[EGraph[Info], ClassId, Sub
     return lambda g, _, s: all(i >= binders for i in g.data(s[var]).loose)
 
 
-_EXTRACTORS: WeakKeyDictionary[EGraph[Info], tuple[int, Extractor]] = WeakKeyDictionary()
+_EXTRACTORS: WeakKeyDictionary[EGraph[Info], tuple[int, Extractor, dict[ClassId, Term]]] = \
+    WeakKeyDictionary()
 
 
 def _representative(g: EGraph[Info], cid: ClassId) -> Term:
     """The cheapest term of a class, from one extraction table per generation of ``g``
     (between two rebuilds): the appliers of an iteration share it instead of each
     extracting the whole graph anew.  A class it does not know makes a new table."""
-    generation, table = _EXTRACTORS.get(g, (-1, None))
+    generation, table, terms = _EXTRACTORS.get(g, (-1, None, {}))
     if table is None or generation != g.generation or cid not in table:
-        table = Extractor(g, cost_model(g))
-        _EXTRACTORS[g] = (g.generation, table)
-    return without_keep(table.find_best(cid)[1])
+        table, terms = Extractor(g, cost_model(g)), {}
+        _EXTRACTORS[g] = (g.generation, table, terms)
+    term = terms.get(cid)
+    if term is None:
+        term = terms[cid] = without_keep(table.find_best(cid)[1])
+    return term
 
 
 def _moved(var: str, d: int, cutoff: int = 0) -> Callable[[EGraph[Info], Subst], ClassId]:
@@ -156,10 +160,21 @@ def _lookup_sum(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     return g.add(ENode("sum", (s["r"], g.add(ENode("lookup", (s["b"], key))))))
 
 
+_BETA: WeakKeyDictionary[EGraph[Info], dict[tuple[ClassId, ClassId], tuple[Term, Term, ClassId]]] \
+    = WeakKeyDictionary()
+
+
 def _beta(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
-    """let x = a in b ~> b[x := a]"""
+    """let x = a in b ~> b[x := a]  (a let whose body and bound term are represented as
+    when it was last reduced gives the class it gave then: the graph has that term)"""
     body, rhs = _representative(g, s["b"]), _representative(g, s["a"])
-    return g.add_term(substitute(body, 0, rhs))
+    done = _BETA.setdefault(g, {})
+    last = done.get((s["b"], s["a"]))
+    if last is not None and last[0] == body and last[1] == rhs:
+        return g.find(last[2])
+    new = g.add_term(substitute(body, 0, rhs))
+    done[s["b"], s["a"]] = (body, rhs, new)
+    return new
 
 
 def _scalar(var: str) -> Callable[[EGraph[Info], ClassId, Subst], bool]:
@@ -205,7 +220,7 @@ def _zero(var: str) -> Callable[[EGraph[Info], ClassId, Subst], bool]:
     """The class of ``var`` holds a zero constant."""
     def holds(g: EGraph[Info], _: ClassId, s: Subst) -> bool:
         zero = _zero_node(g.data(s[var]).type)
-        return zero is not None and zero in g.members(s[var])
+        return zero is not None and zero in g.members_with(s[var], zero.op)
     return holds
 
 
