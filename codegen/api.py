@@ -135,6 +135,8 @@ class Compiled:
     resolved: dict[tuple[str, str, Type], Format] = field(default_factory=dict)  # formats_of
     plans: dict[tuple[object, ...], tuple[dict[str, Format], Lowering, Dest]] = field(
         default_factory=dict)  # plan's: by the inputs' types, kinds and formats
+    sized: dict[tuple[object, ...], dict[str, int]] = field(
+        default_factory=dict)  # check_sizes': by the inputs' types, kinds and shapes
     decls: dict[str, Decl] = field(init=False)
     needed: frozenset[str] = field(init=False)  # the inputs a call needs
     order: list[str] = field(init=False)
@@ -200,12 +202,26 @@ class Compiled:
                 for x in self.order}
 
     def check_sizes(self, args: Mapping[str, Arg]) -> dict[str, int]:
-        """Declared sizes checked against the data; every size name's bound."""
+        """Declared sizes checked against the data; every size name's bound.  Numpy and
+        scipy data are checked once per types, kinds and shapes: their shapes fix every
+        size of theirs, and their keys lie below their shapes (``check_sparse``), so
+        nothing else in them can break a size."""
+        key = None
+        if all(a.kind != "value" or not isinstance(a.type, DictT) for a in args.values()):
+            key = tuple((x, a.type, I.extents(a.type), a.kind,  # (a type's equality ignores
+                         None if a.kind == "value" else a.data.shape)  # its extents)
+                        for x, a in args.items())
+            known = self.sized.get(key)
+            if known is not None:
+                return known
         decls = self.decls
         layer_facts = {x: (I.layer_facts(a), decls[x].span if x in decls else None)
                        for x, a in args.items()}
         fixed = check_layers(layer_facts)
-        return size_bounds((f for fs, _ in layer_facts.values() for f in fs), fixed)
+        bounds = size_bounds((f for fs, _ in layer_facts.values() for f in fs), fixed)
+        if key is not None:
+            self.sized[key] = bounds
+        return bounds
 
     def plan(self, args: Mapping[str, Arg], bounds: Mapping[str, int]
              ) -> tuple[list[D.Buffers], Specialized]:

@@ -81,6 +81,7 @@ import time
 from functools import reduce
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -813,6 +814,39 @@ def test_data_that_break_a_declared_size_fail_at_the_declaration(
         compiled(A={i: {n: 1.0} for i in range(m)}, beta=1.0, X=np.ones(n))
     assert "outside int[n]" in caught.value.message and caught.value.span is not None
     assert caught.value.span.line == 1, caught.value.span
+
+
+def test_numpy_and_scipy_data_are_size_checked_once_per_shape() -> None:
+    """Their shapes fix every size of theirs and their keys lie below them, so a compiled
+    kernel checks sizes once per inputs' types, kinds and shapes (counted: the layers'
+    facts are read on the first call of each; a number has none): a call with a shape
+    that breaks a size
+    after a good one is still refused, and the good shape is not checked again."""
+    compiled = _compiled(BATAX, None, False, "auto", {})
+    read: list[str] = []
+    facts = api.I.layer_facts
+
+    def counted(a: Any) -> Any:
+        read.append(a.name)
+        return facts(a)
+
+    a, x = sp.random(5, 4, density=0.5, format="csr", random_state=1), np.arange(4.0)
+    with patch.object(api.I, "layer_facts", counted):
+        first = compiled(A=a, beta=2.0, X=x)
+        assert sorted(read) == ["A", "X", "beta"]
+        assert compiled(A=a * 3, beta=1.0, X=x + 1) == pytest.approx(
+            (a * 3).T @ ((a * 3) @ (x + 1)))
+        assert compiled(A=a, beta=2.0, X=x) == pytest.approx(first)
+        assert len(read) == 3
+        with pytest.raises(DataError, match=r"input X has 3 positions but n = 4"):
+            compiled(A=a, beta=2.0, X=x[:3])
+        assert len(read) == 6
+        compiled(A=a, beta=2.0, X=x)
+        assert len(read) == 6
+    good, bad = {0: {3: 1.0}}, {0: {4: 1.0}}  # a dictionary's keys are checked every call
+    compiled(A=good, beta=2.0, X=x)
+    with pytest.raises(DataError, match=r"input A\(0\) has key 4 outside int\[n\]"):
+        compiled(A=bad, beta=2.0, X=x)
 
 
 ROWS_SIZED = ("A : {int[m] -> {int -> real}}\ny : {dense_int[m] -> real}\n"
