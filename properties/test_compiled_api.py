@@ -92,6 +92,7 @@ from hypothesis import strategies as st
 import sdqlite
 from benchmarks.kernels import KERNELS, P
 from codegen import api, emit, results
+from codegen import inputs as reading
 from codegen import data as D
 from codegen.api import Compiled
 from codegen.results import Destination, Output
@@ -824,14 +825,15 @@ def test_numpy_and_scipy_data_are_size_checked_once_per_shape() -> None:
     after a good one is still refused, and the good shape is not checked again."""
     compiled = _compiled(BATAX, None, False, "auto", {})
     read: list[str] = []
-    facts = api.I.layer_facts
+    facts = reading.layer_facts
 
     def counted(a: Any) -> Any:
         read.append(a.name)
         return facts(a)
 
-    a, x = sp.random(5, 4, density=0.5, format="csr", random_state=1), np.arange(4.0)
-    with patch.object(api.I, "layer_facts", counted):
+    a: Any = sp.random(5, 4, density=0.5, format="csr", random_state=1)
+    x = np.arange(4.0)
+    with patch.object(reading, "layer_facts", counted):
         first = compiled(A=a, beta=2.0, X=x)
         assert sorted(read) == ["A", "X", "beta"]
         assert compiled(A=a * 3, beta=1.0, X=x + 1) == pytest.approx(
