@@ -92,8 +92,8 @@ from hypothesis import strategies as st
 import sdqlite
 from benchmarks.kernels import KERNELS, P
 from codegen import api, emit, results
-from codegen import inputs as reading
 from codegen import data as D
+from codegen import inputs as reading
 from codegen.api import Compiled
 from codegen.results import Destination, Output
 from properties.generators import Draw
