@@ -109,12 +109,16 @@ class EGraph(Generic[D]):
     # ---- adding and merging ---------------------------------------------------------------
 
     def canonicalize(self, node: ENode) -> ENode:
+        parent = self.parent  # (a root is its own parent: most children are roots)
+        if all(parent[c] == c for c in node.children):
+            return node
         return ENode(node.op, tuple(self.find(c) for c in node.children))
 
     def add(self, node: ENode) -> ClassId:
         node = self.canonicalize(node)
-        if node in self.memo:
-            return self.find(self.memo[node])
+        known = self.memo.get(node)
+        if known is not None:
+            return known if self.parent[known] == known else self.find(known)
         cid = len(self.parent)
         self.parent.append(cid)
         self.classes[cid] = EClass(cid, {node: None}, [], self.analysis.make(self, node))
@@ -210,7 +214,7 @@ class EGraph(Generic[D]):
     # ---- reading ---------------------------------------------------------------------------
 
     def data(self, cid: ClassId) -> D:
-        return self.classes[self.find(cid)].data
+        return self.classes[cid if self.parent[cid] == cid else self.find(cid)].data
 
     def nodes(self, cid: ClassId) -> KeysView[ENode]:
         return self.classes[self.find(cid)].nodes.keys()
@@ -307,6 +311,13 @@ class PVar:
 class PNode:
     op: Hashable
     children: tuple[Pattern, ...] = ()
+    #: its children's names when every child is a variable (matched without recursion)
+    variables: tuple[str, ...] | None = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        flat = all(isinstance(k, PVar) for k in self.children)
+        object.__setattr__(self, "variables", tuple(
+            k.name for k in self.children if isinstance(k, PVar)) if flat else None)
 
 
 Pattern = PVar | PNode
@@ -344,7 +355,25 @@ def _ematch(egraph: EGraph[Any], pattern: Pattern, cid: ClassId, subst: Subst,
         elif (bound if parent[bound] == bound else egraph.find(bound)) == cid:
             out.append(subst)
         return
-    kids = pattern.children
+    kids, names = pattern.children, pattern.variables
+    if names is not None:  # every child a variable: one substitution per node at most
+        for node in egraph.members_with(cid, pattern.op):
+            if len(node.children) != len(names):
+                continue
+            s: Subst | None = None  # (copied at the first binding)
+            for name, child in zip(names, node.children, strict=True):
+                if parent[child] != child:
+                    child = egraph.find(child)
+                bound = (subst if s is None else s).get(name)
+                if bound is None:
+                    if s is None:
+                        s = dict(subst)
+                    s[name] = child
+                elif (bound if parent[bound] == bound else egraph.find(bound)) != child:
+                    break
+            else:
+                out.append(subst if s is None else s)
+        return
     for node in egraph.members_with(cid, pattern.op):
         if len(node.children) != len(kids):
             continue
