@@ -204,6 +204,41 @@ def guard_true(n: ast.AST) -> Iterator[Mut]:
             yield _replace(b, "True")
 
 
+# ---- issue 30's classes: what the generators once never reached ----------------------------
+
+
+def lookup_inserts(n: ast.AST) -> Iterator[Mut]:
+    """A lookup with a default that inserts the key it misses (``d.get(k, z)`` →
+    ``d.setdefault(k, z)``): a dictionary iterated afterwards has one entry more."""
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+            n.func.attr == "get" and len(n.args) == 2 and not n.keywords:
+        yield _replace(n, ast.Call(ast.Attribute(n.func.value, "setdefault", ast.Load()),
+                                   n.args, []))
+
+
+def kept_zero(n: ast.AST) -> Iterator[Mut]:
+    """A zero that is kept: a test ``is_zero(x)`` that never holds, so an entry that
+    cancelled (or a singleton of zero) stays in its dictionary."""
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "is_zero":
+        yield _replace(n, "False")
+
+
+def no_shadow(n: ast.AST) -> Iterator[Mut]:
+    """A binder that does not shadow: ``{**env, x: v}`` → ``{x: v, **env}``, where an
+    outer binding of the same name wins."""
+    if isinstance(n, ast.Dict) and len(n.keys) > 1 and n.keys[0] is None and \
+            all(k is not None for k in n.keys[1:]):
+        rest = ", ".join(f"{ast.unparse(k)}: {ast.unparse(v)}"  # type: ignore[arg-type]
+                         for k, v in zip(n.keys[1:], n.values[1:], strict=True))
+        yield Mut(n, "{" + rest + ", **" + ast.unparse(n.values[0]) + "}")
+
+
+def start_ignored(n: ast.AST) -> Iterator[Mut]:
+    """A dense array's or a view's start read as 0 (``a.start`` → ``0``)."""
+    if isinstance(n, ast.Attribute) and n.attr == "start" and isinstance(n.ctx, ast.Load):
+        yield _replace(n, "0")
+
+
 OPERATORS: dict[str, Operator] = {
     "negate-comparison": negate_comparison,
     "comparison-boundary": comparison_boundary,
@@ -217,6 +252,10 @@ OPERATORS: dict[str, Operator] = {
     "drop-element": drop_element,
     "delete-statement": delete_statement,
     "guard-true": guard_true,
+    "lookup-inserts": lookup_inserts,
+    "kept-zero": kept_zero,
+    "no-shadow": no_shadow,
+    "start-ignored": start_ignored,
 }
 
 

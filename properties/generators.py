@@ -8,13 +8,22 @@ Hypothesis shrinks towards small programs.  Sizes are kept small (depth ≤ 4, a
 entries per dictionary, ranges of at most 4 positions) so that the suite stays fast.
 Unary operations get arguments inside their domain (``log(1.0 + e * e)``), so every
 generated program evaluates.
+
+The AD theorems hold at generic points, so by default no entry cancels and no zero is
+written on purpose.  The compiled code must agree with the interpreter at every point:
+``NONGENERIC`` (and ``LOGICAL_NONGENERIC``) add productions that reach the others
+(issue 30): ``e + (-1.0) * e``, whose entries cancel to exactly zero; ``0.0`` in
+singletons and arrays; ``sum(<k, v> in e) 1.0``, which counts the entries a dictionary
+stores (a kept zero counts); and a lookup at a key no dictionary has, ``d(9)``, of a
+dictionary iterated afterwards (a lookup that inserted its key would be counted):
+``let m = d(9) in m + sum(<k, v> in d) 1.0``.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, cast
 
@@ -46,6 +55,7 @@ from sdqlite.syntax.ast import (
     UnOp,
     Var,
     free_vars,
+    subterms,
 )
 from sdqlite.syntax.types import (
     BOOL,
@@ -57,6 +67,7 @@ from sdqlite.syntax.types import (
     RealT,
     Type,
     is_semiring,
+    scalar_of,
     splits,
 )
 from semantics.extents import check_extents
@@ -84,12 +95,18 @@ class Lang:
     domains: list[Type]
     results: list[Type]
     physical: bool
+    generic: bool = True  # no entry made to cancel, no zero written, no key missed
 
 
 PHYSICAL = Lang(INPUT_TYPES, DOMAIN_TYPES, RESULT_TYPES, physical=True)
 #: Logical SDQLite (Fig. fig:langs, upper half): what differentiation is defined on
 LOGICAL = Lang([REAL, SPARSE1, SPARSE2, INT], [SPARSE1, SPARSE2],
                [REAL, SPARSE1, SPARSE2, INT, BOOL], physical=False)
+#: the same, reaching the points where entries cancel, zeros are written and keys missed
+NONGENERIC, LOGICAL_NONGENERIC = replace(PHYSICAL, generic=False), \
+    replace(LOGICAL, generic=False)
+#: a key no generated dictionary has (keys are 0..5, ranges and arrays shorter)
+MISSING_KEY = 9
 MAX_DEPTH = 4
 
 # Unary operations with an argument wrapper that keeps them inside their domain.
@@ -184,12 +201,14 @@ def _small_int(draw: Draw, lo: int = 0) -> Expr:
     return IntConst(draw(st.integers(lo, lo + 3)))
 
 
-def _leaf(draw: Draw, ctx: Ctx, t: Type) -> Expr:
+def _leaf(draw: Draw, ctx: Ctx, t: Type, lang: Lang = PHYSICAL) -> Expr:
     vs = _vars(ctx, t)
     if vs and draw(st.integers(0, 3)) > 0:  # mostly inputs and bound variables
         return Var(draw(st.sampled_from(vs)))
     match t:
         case RealT():
+            if not lang.generic and draw(st.integers(0, 3)) == 0:
+                return RealConst(0.0)  # a zero written into a singleton or an array
             return RealConst(draw(st.sampled_from(REALS)))
         case IntT():
             return IntConst(draw(st.integers(0, 3)))
@@ -198,13 +217,13 @@ def _leaf(draw: Draw, ctx: Ctx, t: Type) -> Expr:
         case DictT(val, False):
             if draw(st.booleans()):
                 return Empty(t)
-            return Single(IntConst(draw(st.integers(0, 4))), _leaf(draw, ctx, val))
+            return Single(IntConst(draw(st.integers(0, 4))), _leaf(draw, ctx, val, lang))
         case DictT(IntT(), True) if draw(st.booleans()):
             lo = draw(st.integers(0, 2))
             return Range(IntConst(lo), IntConst(lo + draw(st.integers(0, 3))))
         case DictT(val, True):
             n = draw(st.integers(1, 3))
-            lit = ArrayLit(tuple(_leaf(draw, ctx, val) for _ in range(n)))
+            lit = ArrayLit(tuple(_leaf(draw, ctx, val, lang) for _ in range(n)))
             if draw(st.integers(0, 2)) > 0:
                 return lit
             # positions that start elsewhere than 0, some past the literal's end (zeros)
@@ -223,7 +242,7 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
         lang: Lang = PHYSICAL) -> Expr:
     """An expression e with ctx ⊢ e : t (one production per construct)."""
     if depth <= 0:
-        return _leaf(draw, ctx, t)
+        return _leaf(draw, ctx, t, lang)
     d = depth - 1
 
     def rec(ctx: Ctx, t: Type) -> Expr:  # a sub-expression, one level down
@@ -247,10 +266,30 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
         options += ["project", "project"]
     if _gradient_splits(ctx, t):
         options += ["gradient"]
+    if not lang.generic and is_semiring(t) and scalar_of(t) == REAL:
+        options += ["cancel"] + (["count", "miss"] if t == REAL else [])
     choice = draw(st.sampled_from(options))
     match choice:
         case "leaf":
-            return _leaf(draw, ctx, t)
+            return _leaf(draw, ctx, t, lang)
+        case "cancel":  # e + (-1.0) * e: every entry cancels to exactly zero
+            e = rec(ctx, t)
+            return Add(e, Mul(RealConst(-1.0), e))
+        case "count":  # sum(<k, v> in e) 1.0: how many entries e stores
+            dom_t = draw(st.sampled_from(lang.domains))
+            return Sum(names.fresh(draw, "k"), names.fresh(draw, "v"), rec(ctx, dom_t),
+                       RealConst(1.0))
+        case "miss":  # let d = e in let m = d(9) in m + sum(<k, v> in d) f(v): a key
+            # missed, then d iterated (m is bound first: the lookup runs before the loop)
+            dom_t = draw(st.sampled_from([u for u in lang.domains if scalar_of(u) == REAL]))
+            assert isinstance(dom_t, DictT)
+            x, m, k, v = (names.fresh(draw, stem) for stem in ("d", "m", "k", "v"))
+            missed: Expr = Lookup(Var(x), IntConst(MISSING_KEY))
+            if isinstance(dom_t.val, DictT):
+                missed = Lookup(missed, IntConst(0))
+            body: Expr = UnOp("cos", Var(v)) if dom_t.val == REAL and draw(st.booleans()) \
+                else RealConst(1.0)  # (cos 0 = 1: a kept zero or an inserted key counts)
+            return Let(x, rec(ctx, dom_t), Let(m, missed, Add(Var(m), Sum(k, v, Var(x), body))))
         case "let":  # let x = e1 in e2; x sometimes a name in scope, shadowed in e2
             s = draw(st.sampled_from(lang.results))
             x = (draw(st.sampled_from(sorted(ctx))) if ctx and draw(st.integers(0, 4)) == 0
@@ -314,7 +353,8 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
             return _project(Var(x), ctx[x], t, names, draw)
         case "gradient":  # gradient e x : T ⊗ τ_x, e of Logical SDQLite
             x, body_t = draw(st.sampled_from(_gradient_splits(ctx, t)))
-            return Gradient(gen(draw, ctx, body_t, d, names, LOGICAL), x)
+            logical = LOGICAL if lang.generic else LOGICAL_NONGENERIC
+            return Gradient(gen(draw, ctx, body_t, d, names, logical), x)
         case "range":  # (lo:hi), small
             return Range(_small_int(draw), _small_int(draw, 2))
     raise AssertionError(choice)
@@ -356,6 +396,18 @@ def _project(e: Expr, s: Type, t: Type, names: Names, draw: Draw) -> Expr:
     assert isinstance(s, DictT)
     k, v = names.fresh(draw, "k"), names.fresh(draw, "v")
     return Sum(k, v, e, _project(Var(v), s.val, t, names, draw))
+
+
+def nongeneric(e: Expr) -> dict[str, bool]:
+    """Which of ``NONGENERIC``'s points a program reaches (for the properties' events)."""
+    subs = list(subterms(e))
+    return {
+        "entries made to cancel": any(isinstance(x, Mul) and x.left == RealConst(-1.0)
+                                      for x in subs),
+        "a zero written": any(x == RealConst(0.0) for x in subs),
+        "a key missed": any(isinstance(x, Lookup) and x.key == IntConst(MISSING_KEY)
+                            for x in subs),
+        "entries counted": any(isinstance(x, Sum) and x.body == RealConst(1.0) for x in subs)}
 
 
 @st.composite

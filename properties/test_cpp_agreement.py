@@ -1,7 +1,9 @@
 """The C++ backend agrees with the oracle (the fourth property: §6 code generation).
 
 For generated well-typed programs Γ ⊢ e : T of Physical SDQLite — every construct,
-gradients included — inputs ρ ∈ ⟦Γ⟧, and a storage format for each input among those
+gradients included, at generic points and at the others (entries that cancel to exactly
+zero, zeros written into singletons and arrays, keys looked up that no dictionary has,
+of dictionaries iterated afterwards: ``generators.NONGENERIC``) — inputs ρ ∈ ⟦Γ⟧, and a storage format for each input among those
 its type admits (``sdqlite.storage.formats``: dict, dense, COO, CSR, CSC, column-major, ...):
 
 1. the program composed with the formats and compiled (lowered with and without
@@ -68,12 +70,16 @@ from codegen.emit import Kernel, emit_kernel, translation_unit
 from codegen.native import Native
 from properties.generators import (
     LOGICAL,
+    LOGICAL_NONGENERIC,
+    NONGENERIC,
+    PHYSICAL,
     SHAPE_CTX,
     SIZED_CTX,
     Generated,
     coo,
     environments,
     flat_values,
+    nongeneric,
     programs,
     sized_environments,
     sized_programs,
@@ -134,14 +140,18 @@ def cases(draw: st.DrawFn) -> Case:
         g = Generated(dict(SIZED_CTX), e, typecheck(e, SIZED_CTX)[1])
         formats = {x: draw(st.sampled_from(formats_for(t))) for x, t in SIZED_CTX.items()}
         return Case(g, env, formats, draw(st.booleans()), None, sized=True)
+    generic = draw(st.booleans())  # or entries made to cancel, zeros written, keys missed
     if draw(st.integers(0, 3)) == 0:  # a differentiated, optimized program
-        g = draw(programs(lang=LOGICAL))
+        g = draw(programs(lang=LOGICAL if generic else LOGICAL_NONGENERIC))
         reals = sorted(x for x, t in g.ctx.items() if not is_discrete(t))
         wrt = draw(st.sampled_from(reals)) if reals else None
     else:
-        g = draw(programs())
+        g = draw(programs(lang=PHYSICAL if generic else NONGENERIC))
     env = draw(environments(g.ctx))
     formats = {x: draw(st.sampled_from(formats_for(t))) for x, t in g.ctx.items()}
+    for what, there in nongeneric(g.expr).items():
+        if there:
+            event(f"non-generic: {what}")
     return Case(g, env, formats, draw(st.booleans()), wrt)
 
 

@@ -1,7 +1,8 @@
 """Destination-passing style keeps meaning (§6, "Destination-Passing Style & C++ Code
 Generation"; ``codegen/dps.py``).
 
-For generated Γ ⊢ e : T (Physical SDQLite: every construct, gradients included; loops
+For generated Γ ⊢ e : T (Physical SDQLite: every construct, gradients included, at
+generic points and where entries cancel, zeros are written and keys missed; loops
 around nested singletons, whose destinations are keyed paths; singletons whose value
 is a sum or a let, entered by reference; conditionals around loops; programs shaped
 around the rules' guards; bool and int results, assigned) and ρ ∈ ⟦Γ⟧, the statements
@@ -53,6 +54,7 @@ from codegen.dps import (
 from codegen.emit import emit_kernel
 from codegen.execute import execute
 from properties.generators import (
+    NONGENERIC,
     PHYSICAL,
     SHAPE_CTX,
     Draw,
@@ -201,7 +203,7 @@ def _with_env(g: st.SearchStrategy[Generated]) -> st.SearchStrategy[
 
 
 CASES = st.one_of(programs_with_env(exact=True), _with_env(st.one_of(
-    keyed_sums(), guard_shapes())))
+    keyed_sums(), guard_shapes(), programs(lang=NONGENERIC))))  # (entries that cancel, ...)
 #: each shape of these lists, and bool and int results: a strategy of its own each, as
 #: one branch among many they went unrun at the ``mutation`` profile's 100 examples
 FIXED = _with_env(st.sampled_from(ENTERED + CONDITIONAL))
@@ -323,7 +325,7 @@ def _let_s(body: str) -> Expr:
     return parse_expr(f"let y = s in {body}")
 
 
-@given(st.one_of(keyed_sums(), programs(lang=PHYSICAL)))
+@given(st.one_of(keyed_sums(), programs(lang=PHYSICAL), programs(lang=NONGENERIC)))
 @example(Generated({"x": REAL}, Add(Var("x"), RealConst(2.0)), REAL))  # added in parts
 @example(Generated(SHAPE_CTX, _let_s("{0 -> y}"), DictT(REAL)))  # at a path
 @example(Generated(SHAPE_CTX, _let_s("{0 -> y} + {1 -> y}"), DictT(REAL)))  # in parts
