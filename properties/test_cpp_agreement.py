@@ -4,7 +4,8 @@ For generated well-typed programs Γ ⊢ e : T of Physical SDQLite — every con
 gradients included, at generic points and at the others (entries that cancel to exactly
 zero, zeros written into singletons and arrays, keys looked up that no dictionary has,
 of dictionaries iterated afterwards: ``generators.NONGENERIC``) — inputs ρ ∈ ⟦Γ⟧, and a
-storage format for each input among those its type admits (``sdqlite.storage.formats``: dict, dense, COO, CSR, CSC, column-major, ...):
+storage format for each input among those its type admits (``sdqlite.storage.formats``:
+dict, dense, COO, CSR, CSC, column-major, ...):
 
 1. the program composed with the formats and compiled (lowered with and without
    destination-passing style, emitted, built, run on the buffers of ρ laid out in the
