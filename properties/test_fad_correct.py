@@ -29,6 +29,7 @@ from properties.generators import (
     DENSE_REAL,
     LOGICAL,
     PHYSICAL,
+    SPARSE1,
     SPARSE2,
     Draw,
     Generated,
@@ -42,7 +43,18 @@ from sdqlite.ad.anf import anf
 from sdqlite.ad.fad import fad, tangent_context
 from sdqlite.ad.gradient import checked, gradient
 from sdqlite.check.typecheck import typecheck
-from sdqlite.syntax.ast import Let, Mul, RealConst, Sum, UnOp, Var, free_vars, subterms
+from sdqlite.syntax.ast import (
+    BoolConst,
+    If,
+    Let,
+    Mul,
+    RealConst,
+    Sum,
+    UnOp,
+    Var,
+    free_vars,
+    subterms,
+)
 from sdqlite.syntax.types import (
     REAL,
     DictT,
@@ -122,9 +134,19 @@ SELF_SHADOWING: ScalarCase = (
     {"x": Fraction(3)}, {"x": Fraction(1)}, False)
 
 
+# Shrunk (issue 30, names): a sum's key named like the input its domain reads; D[e1](k)
+# under the binder read the key (an int) for the input: D[e1] is now bound outside.
+CAPTURED_DOMAIN: ScalarCase = (
+    Generated({"x": REAL, "V1": SPARSE1},
+              Sum("V1", "v", If(BoolConst(False), Mul(Var("x"), Var("V1"))), RealConst(1.5)),
+              REAL),
+    {"x": Fraction(1), "V1": {}}, {"x": Fraction(1), "V1": {}}, False)
+
+
 @given(scalar_cases())
 @example(CANCELLING)
 @example(SELF_SHADOWING)
+@example(CAPTURED_DOMAIN)
 def test_scalar_fad_computes_the_differential(case: ScalarCase) -> None:
     _check_scalar(case)
 

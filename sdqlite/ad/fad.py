@@ -107,13 +107,20 @@ class Differentiator:
                 inner_tan = bind(tan, **{x: self.names.prime(x) for x in (v, k) if x != "_"})
                 out: Expr
                 out = self.d(body, inner_ctx, inner_tan)
+                hoisted: tuple[str, Expr] | None = None
                 if v != "_":
-                    dv: Expr = (RealConst(0.0) if is_discrete(dt.val)
-                                else Lookup(self.d(dom, ctx, tan), Var(k)))
+                    dv: Expr = RealConst(0.0)
+                    if not is_discrete(dt.val):
+                        ddom = self.d(dom, ctx, tan)
+                        if free_vars(ddom) & {k, v}:  # D[e1] reads what k or v shadows:
+                            hoisted = (self.names.fresh("d"), ddom)  # bound outside
+                            ddom = Var(hoisted[0])
+                        dv = Lookup(ddom, Var(k))
                     out = Let(inner_tan[v], dv, out)
                 if k != "_":
                     out = Let(inner_tan[k], RealConst(0.0), out)
-                return Sum(k, v, dom, out)
+                summed = Sum(k, v, dom, out)
+                return summed if hoisted is None else Let(hoisted[0], hoisted[1], summed)
             case Let(x, rhs, body):  # [let]: let <x, x'> = <e1, D[e1]> in D[e2]
                 rt = self.types(ctx, rhs)
                 xt = self.names.prime(x)
