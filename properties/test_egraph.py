@@ -123,6 +123,7 @@ def assert_congruence_closed(g: EGraph[object]) -> None:
             assert canon == node, "a node is not canonical after rebuild"
             assert g.find(g.memo[canon]) == cid, "a node is indexed under another class"
             assert seen.setdefault(canon, cid) == cid, "one node in two classes"
+    assert set(g.memo) == set(seen), "the memo indexes other nodes than the classes hold"
 
 
 # Shrunk: after union(a, b) the class of a + b still listed the stale node +(a, b).
@@ -365,6 +366,9 @@ def test_run_applies_no_rule_its_scheduler_does_not_let_run(
 
 
 @given(terms, st.integers(1, 2))
+@example(Term("*", (Term("+", (Term("a"), Term("1"))), Term("1"))), 2).via(
+    "thorough: the graphs were the same, but one memo kept two stale forms of a node "
+    "(+(8, 1), +(1, 8)) repaired under one child and then the other, counted as nodes")
 @example(Term("+", (Term("+", (Term("0"), Term("a"))), Term("0"))), 2).via(
     "an iteration that merged classes and added nodes, the counts as before, was taken "
     "for saturation")

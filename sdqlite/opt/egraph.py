@@ -186,6 +186,10 @@ class EGraph(Generic[D]):
                 self._propagate_analysis(cid)
         for eclass in self.classes.values():  # egg's rebuild_classes
             eclass.nodes = dict.fromkeys(self.canonicalize(n) for n in eclass.nodes)
+        # a node repaired as a parent of one child, then of another, left its middle form
+        # in the memo (the second repair removes the form its parent list recorded)
+        for node in [n for n in self.memo if self.canonicalize(n) != n]:
+            del self.memo[node]
 
     def _repair(self, cid: ClassId) -> None:
         eclass = self.classes[self.find(cid)]
