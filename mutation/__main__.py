@@ -10,6 +10,8 @@ behave as the original on every input are listed with a reason in
   python -m mutation                      every mutant (40 minutes on 2 cores: a run on
                                           2026-11-24 of all 2,447, recording included)
   python -m mutation --quick              a seeded sample of 15 per module
+  python -m mutation --operators lookup-inserts kept-zero no-shadow start-ignored
+                                          the mutants of issue 30's classes only
   python -m mutation --modules sdqlite.opt.passes --jobs 2
   python -m mutation --list sdqlite.opt.rules the mutants of a module, numbered
 """
@@ -29,7 +31,7 @@ import time
 import tomllib
 from typing import Any
 
-from mutation.operators import Edit, apply
+from mutation.operators import OPERATORS, Edit, apply
 from mutation.runner import (
     PYTEST_ARGS,
     ROOT,
@@ -100,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
                     metavar="MODULE", help="the modules to mutate (default: all)")
     ap.add_argument("--quick", nargs="?", const=15, type=int, metavar="N",
                     help="a seeded sample of N mutants per module (default 15)")
+    ap.add_argument("--operators", nargs="+", choices=OPERATORS, metavar="OPERATOR",
+                    help="only the mutants these operators make (default: all)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--list", metavar="MODULE", choices=TARGETS,
                     help="print the mutants of MODULE and stop")
@@ -166,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         for i in numbers:
             if (reason := known.get(key(modules[n], modules[n].mutants[i - 1]))) is not None:
                 equivalent[(n, i)] = reason
-        live = [i for i in numbers if (n, i) not in equivalent]
+        live = [i for i in numbers if (n, i) not in equivalent and (
+            args.operators is None or modules[n].mutants[i - 1].operator in args.operators)]
         if args.quick is not None:
             live = sorted(rng.sample(live, min(args.quick, len(live))))
         chosen += [(n, i) for i in live]
@@ -204,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         {f"{n}:{i}": vars(results[(n, i)]) for n, i in chosen}, indent=1))
     if args.report:
         cmd = "python -m mutation" + (f" --quick {args.quick}" if args.quick else "") + (
-            "" if args.modules == list(TARGETS) else " --modules " + " ".join(args.modules))
+            "" if args.modules == list(TARGETS) else " --modules " + " ".join(args.modules)) + (
+            " --operators " + " ".join(args.operators) if args.operators else "")
         REPORT.write_text(report(rows, (
             f"Written by `{cmd} --report` on {datetime.date.today().isoformat()}, on "
             f"commit {_commit()}, {platform.machine()}, {os.cpu_count()} cores, Python "
