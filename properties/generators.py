@@ -17,6 +17,16 @@ singletons and arrays; ``sum(<k, v> in e) 1.0``, which counts the entries a dict
 stores (a kept zero counts); and a lookup at a key no dictionary has, ``d(9)``, of a
 dictionary iterated afterwards (a lookup that inserted its key would be counted):
 ``let m = d(9) in m + sum(<k, v> in d) 1.0``.
+
+By default names collide (issue 30, class 2): inputs are named like generated C++
+(``result``, ``kernel``, ``std``, ``main``, ``errno``, ...) or like an earlier input's
+flat arrays in a storage format (``V1_pos``), and binders of sums, maps, lets and
+storage definitions are often an input's or an outer binder's name, which they shadow
+(``flat_named`` renames a case's input after another's flat array, both read). Dense
+arrays are often views, and views of views, of inputs, literals and ranges that start
+elsewhere than 0 (class 3), and dictionaries of arrays (``ARRAYS``) are inputs, domains
+and results (class 4). ``FRESH`` and ``LOGICAL_FRESH`` are the programs without these,
+on which the coverage properties' thresholds were set.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ from hypothesis import strategies as st
 
 from sdqlite.ad.gradient import checked
 from sdqlite.check.typecheck import typecheck
-from sdqlite.storage.formats import Format
+from sdqlite.storage.formats import Format, formats_for, resolve
 from sdqlite.syntax.ast import (
     Add,
     ArrayLit,
@@ -57,6 +67,7 @@ from sdqlite.syntax.ast import (
     free_vars,
     subterms,
 )
+from sdqlite.syntax.names import rename
 from sdqlite.syntax.types import (
     BOOL,
     INT,
@@ -79,10 +90,14 @@ Ctx = dict[str, Type]
 SPARSE1, SPARSE2 = DictT(REAL), DictT(DictT(REAL))
 DENSE_REAL, DENSE_INT = DictT(REAL, dense=True), DictT(INT, dense=True)
 DENSE_MATRIX = DictT(DENSE_REAL, dense=True)
+#: a dictionary of arrays: dense inside sparse (issue 30, classes 3 and 4), its arrays
+#: often views that start at different positions
+ARRAYS = DictT(DENSE_REAL)
 #: the types of inputs and of intermediate results the generator uses
-INPUT_TYPES: list[Type] = [REAL, SPARSE1, SPARSE2, INT, DENSE_REAL, DENSE_INT, DENSE_MATRIX]
-DOMAIN_TYPES: list[Type] = [SPARSE1, SPARSE2, DENSE_REAL, DENSE_INT, DictT(INT)]
-RESULT_TYPES: list[Type] = [REAL, SPARSE1, SPARSE2, INT, BOOL, DENSE_REAL, DENSE_INT]
+INPUT_TYPES: list[Type] = [REAL, SPARSE1, SPARSE2, INT, DENSE_REAL, DENSE_INT, DENSE_MATRIX,
+                           ARRAYS]
+DOMAIN_TYPES: list[Type] = [SPARSE1, SPARSE2, DENSE_REAL, DENSE_INT, DictT(INT), ARRAYS]
+RESULT_TYPES: list[Type] = [REAL, SPARSE1, SPARSE2, INT, BOOL, DENSE_REAL, DENSE_INT, ARRAYS]
 REALS = [1.5, -2.0, 0.5, 3.0, -0.25, 2.0, 1.0]
 
 
@@ -96,6 +111,8 @@ class Lang:
     results: list[Type]
     physical: bool
     generic: bool = True  # no entry made to cancel, no zero written, no key missed
+    collide: bool = True  # names from small pools: binders shadow, inputs named like C++
+    nested: bool = True  # views of views
 
 
 PHYSICAL = Lang(INPUT_TYPES, DOMAIN_TYPES, RESULT_TYPES, physical=True)
@@ -105,6 +122,12 @@ LOGICAL = Lang([REAL, SPARSE1, SPARSE2, INT], [SPARSE1, SPARSE2],
 #: the same, reaching the points where entries cancel, zeros are written and keys missed
 NONGENERIC, LOGICAL_NONGENERIC = replace(PHYSICAL, generic=False), \
     replace(LOGICAL, generic=False)
+#: every binder fresh, the inputs named x, V1, M, s', y, no dictionary of arrays and no
+#: view of a view: what the coverage properties count rules on (their thresholds were set
+#: on these programs)
+FRESH = Lang(INPUT_TYPES[:-1], DOMAIN_TYPES[:-1], RESULT_TYPES[:-1], physical=True,
+             collide=False, nested=False)
+LOGICAL_FRESH = replace(LOGICAL, collide=False, nested=False)
 #: a key no generated dictionary has (keys are 0..5, ranges and arrays shorter)
 MISSING_KEY = 9
 MAX_DEPTH = 4
@@ -176,13 +199,58 @@ def values(t: Type, *, exact: bool = False, nonzero: bool = True) -> st.SearchSt
     raise AssertionError(t)
 
 
+#: the inputs' usual names, by position (shrinking goes there)
+INPUT_NAMES = ["x", "V1", "M", "s'", "y"]
+#: names of generated C++: the entry point's parameters and locals, the C and C++
+#: libraries' namespaces, functions and macros
+CPP_NAMES = ["result", "kernel", "std", "main", "errno", "data", "stdin", "size", "out",
+             "lens", "next", "assert"]
+def _flat_names(x: str, t: Type) -> list[str]:
+    """The names of x's flat arrays in the formats its type admits (an input A in CSR is
+    A_len, A_pos, A_idx and A_val once composed)."""
+    return sorted({f"{x}_{p}" for f in formats_for(t) for p, _ in resolve(f, t).params})
+
+
 @st.composite
 def contexts(draw: Draw, max_inputs: int = 3, lang: Lang = PHYSICAL) -> Ctx:
+    """Γ: up to ``max_inputs`` inputs, the first of a real type. When ``lang.collide``,
+    an input may be named like generated C++ or like an earlier input's flat array in a
+    storage format (``V1_pos`` beside ``V1``)."""
     n = draw(st.integers(1, max_inputs))
-    names = ["x", "V1", "M", "s'", "y"]
     real = [t for t in lang.inputs if t in (REAL, SPARSE1, SPARSE2)]  # one input is real
-    return {names[i]: draw(st.sampled_from(real if i == 0 else lang.inputs))
-            for i in range(n)}
+    ctx: Ctx = {}
+    for i in range(n):
+        name = INPUT_NAMES[i]
+        if lang.collide:
+            flat = [y for x, t in ctx.items() if "'" not in x for y in _flat_names(x, t)]
+            name = draw(st.one_of(st.just(name), st.sampled_from(CPP_NAMES),
+                                  *([st.sampled_from(flat)] if flat else [])))
+            name = INPUT_NAMES[i] if name in ctx else name
+        ctx[name] = draw(st.sampled_from(real if i == 0 else lang.inputs))
+    return ctx
+
+
+@st.composite
+def flat_named(draw: Draw, g: Generated, env: dict[str, Value], formats: dict[str, str],
+               keep: str | None = None) -> tuple[Generated, dict[str, Value], dict[str, str]]:
+    """The same case with one input renamed after another's flat array in the format it
+    is stored in (``Y`` → ``X_pos``, X in CSR), both read by the program; unchanged where
+    the program reads no two such inputs; ``keep`` (what the case differentiates by) keeps
+    its name. (``contexts`` names inputs so too, but seldom has the program read both.)"""
+    used = sorted(free_vars(g.expr) & set(g.ctx))
+    wrt = {e.var for e in subterms(g.expr) if isinstance(e, Gradient)} | {keep}
+    options = [(y, f"{x}_{p}") for x in used if "'" not in x
+               for p, _ in resolve(formats[x], g.ctx[x]).params
+               for y in used if y != x and y not in wrt and f"{x}_{p}" not in g.ctx]
+    if not options:
+        return g, env, formats
+    old, new = draw(st.sampled_from(options))
+
+    def renamed(m: dict[str, Any]) -> dict[str, Any]:
+        return {new if x == old else x: v for x, v in m.items()}
+
+    return (Generated(renamed(g.ctx), rename(g.expr, old, new), g.type), renamed(env),
+            renamed(formats))
 
 
 @st.composite
@@ -201,10 +269,25 @@ def _small_int(draw: Draw, lo: int = 0) -> Expr:
     return IntConst(draw(st.integers(lo, lo + 3)))
 
 
+def _view(draw: Draw, a: Expr) -> Expr:
+    """a(lo:hi), a view; half the time a view of a view, ``a(lo0:hi0)(lo:hi)``, whose
+    positions are read through both starts (issue 30, class 3)."""
+    lo = draw(st.integers(0, 2))
+    hi = lo + draw(st.integers(1, 4))
+    if draw(st.booleans()):  # the outer view mostly inside the inner one (its positions
+        a = SubArray(a, IntConst(lo), IntConst(hi))  # shared), sometimes past its end
+        lo = draw(st.integers(lo, hi - 1))
+        hi = draw(st.integers(lo + 1, hi + 1))
+    return SubArray(a, IntConst(lo), IntConst(hi))
+
+
 def _leaf(draw: Draw, ctx: Ctx, t: Type, lang: Lang = PHYSICAL) -> Expr:
     vs = _vars(ctx, t)
     if vs and draw(st.integers(0, 3)) > 0:  # mostly inputs and bound variables
-        return Var(draw(st.sampled_from(vs)))
+        x = Var(draw(st.sampled_from(vs)))
+        if lang.nested and isinstance(t, DictT) and t.dense and draw(st.integers(0, 2)) == 0:
+            return _view(draw, x)
+        return x
     match t:
         case RealT():
             if not lang.generic and draw(st.integers(0, 3)) == 0:
@@ -220,7 +303,8 @@ def _leaf(draw: Draw, ctx: Ctx, t: Type, lang: Lang = PHYSICAL) -> Expr:
             return Single(IntConst(draw(st.integers(0, 4))), _leaf(draw, ctx, val, lang))
         case DictT(IntT(), True) if draw(st.booleans()):
             lo = draw(st.integers(0, 2))
-            return Range(IntConst(lo), IntConst(lo + draw(st.integers(0, 3))))
+            rng = Range(IntConst(lo), IntConst(lo + draw(st.integers(0, 3))))
+            return _view(draw, rng) if lang.nested and draw(st.booleans()) else rng
         case DictT(val, True):
             n = draw(st.integers(1, 3))
             lit = ArrayLit(tuple(_leaf(draw, ctx, val, lang) for _ in range(n)))
@@ -229,9 +313,22 @@ def _leaf(draw: Draw, ctx: Ctx, t: Type, lang: Lang = PHYSICAL) -> Expr:
             # positions that start elsewhere than 0, some past the literal's end (zeros)
             if draw(st.integers(0, 3)) == 0:  # [] where its type is known: + [] adds nothing
                 return Add(lit, ArrayLit(()))
+            if lang.nested:
+                return _view(draw, lit)
             lo = draw(st.integers(0, 2))
             return SubArray(lit, IntConst(lo), IntConst(lo + draw(st.integers(0, 3))))
     raise AssertionError(t)
+
+
+def _binder(draw: Draw, names: Names, stem: str, ctx: Ctx, lang: Lang,
+            taken: tuple[str, ...] = ()) -> str:
+    """A binder's name: mostly fresh; when ``lang.collide``, one time in four the stem
+    itself or a name in scope (an input or an outer binder, shadowed in the body), so that
+    names collide where sizes, lookups, fusion and the C++ reason about them."""
+    pool = [x for x in [stem, *sorted(ctx)] if x not in taken]
+    if lang.collide and pool and draw(st.integers(0, 3)) == 0:
+        return cast(str, draw(st.sampled_from(pool)))
+    return names.fresh(draw, stem)
 
 
 def _bind(ctx: Ctx, **binds: Type) -> Ctx:
@@ -277,7 +374,8 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
             return Add(e, Mul(RealConst(-1.0), e))
         case "count":  # sum(<k, v> in e) 1.0: how many entries e stores
             dom_t = draw(st.sampled_from(lang.domains))
-            return Sum(names.fresh(draw, "k"), names.fresh(draw, "v"), rec(ctx, dom_t),
+            k = _binder(draw, names, "k", ctx, lang)
+            return Sum(k, _binder(draw, names, "v", ctx, lang, (k,)), rec(ctx, dom_t),
                        RealConst(1.0))
         case "miss":  # let d = e in let m = d(9) in m + sum(<k, v> in d) f(v): a key
             # missed, then d iterated (m is bound first: the lookup runs before the loop)
@@ -301,10 +399,11 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
         case "sum":  # sum(<k,v> in e1) e2
             dom_t = draw(st.sampled_from(lang.domains))
             assert isinstance(dom_t, DictT)
-            k = "_" if draw(st.integers(0, 5)) == 0 else names.fresh(draw, "k")
-            v = "_" if draw(st.integers(0, 5)) == 0 else names.fresh(draw, "v")
+            k = "_" if draw(st.integers(0, 5)) == 0 else _binder(draw, names, "k", ctx, lang)
+            v = "_" if draw(st.integers(0, 5)) == 0 else \
+                _binder(draw, names, "v", ctx, lang, (k,))
             storage = lang.physical and not dom_t.dense and draw(st.integers(0, 3)) == 0
-            dom = _storage(draw, ctx, dom_t, rec, names) if storage else rec(ctx, dom_t)
+            dom = _storage(draw, ctx, dom_t, rec, names, lang) if storage else rec(ctx, dom_t)
             inner = _bind(ctx, **{k: INT, v: dom_t.val})
             scaled = [d2 for d1, d2 in splits(t) if d1 == dom_t.val]
             if storage and v != "_" and scaled:  # v * e: zero when v is (what fusion needs)
@@ -332,28 +431,32 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
         case "map":  # §3: sum(<k,v> in e) {k -> f(v)}, the identity map when f(v) = v
             assert isinstance(t, DictT)
             dom_t = DictT(t.val, dense=lang.physical and draw(st.booleans()))
-            k, v = names.fresh(draw, "k"), names.fresh(draw, "v")
+            k = _binder(draw, names, "k", ctx, lang)
+            v = _binder(draw, names, "v", ctx, lang, (k,))
             body = Var(v) if draw(st.booleans()) else rec(_bind(ctx, **{k: INT, v: t.val}),
                                                           t.val)
             return Sum(k, v, rec(ctx, dom_t), Single(Var(k), body))
         case "storage":
-            return _storage(draw, ctx, t, rec, names)
+            return _storage(draw, ctx, t, rec, names, lang)
         case "single":  # {e1 -> e2}
             assert isinstance(t, DictT)
             return Single(rec(ctx, INT), rec(ctx, t.val))
         case "array":  # [e1, ..., en], each element computed
             assert isinstance(t, DictT)
             return ArrayLit(tuple(rec(ctx, t.val) for _ in range(draw(st.integers(1, 3)))))
-        case "subarray":  # e(lo:hi), small
+        case "subarray":  # e(lo:hi), small (with nested, a view of a view half the time)
+            if lang.nested:
+                return _view(draw, rec(ctx, t))
             lo = draw(st.integers(0, 2))
             return SubArray(rec(ctx, t), IntConst(lo),
                             IntConst(lo + draw(st.integers(0, 3))))
         case "project":  # sum(<k,v> in X) ... v : an input of a larger type, summed down to t
             x = draw(st.sampled_from(_projectable(ctx, t)))
-            return _project(Var(x), ctx[x], t, names, draw)
+            return _project(Var(x), ctx[x], t, names, draw, ctx, lang)
         case "gradient":  # gradient e x : T ⊗ τ_x, e of Logical SDQLite
             x, body_t = draw(st.sampled_from(_gradient_splits(ctx, t)))
-            logical = LOGICAL if lang.generic else LOGICAL_NONGENERIC
+            logical = replace(LOGICAL, generic=lang.generic, collide=lang.collide,
+                              nested=lang.nested)
             return Gradient(gen(draw, ctx, body_t, d, names, logical), x)
         case "range":  # (lo:hi), small
             return Range(_small_int(draw), _small_int(draw, 2))
@@ -361,12 +464,13 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
 
 
 def _storage(draw: Draw, ctx: Ctx, t: Type, rec: Callable[[Ctx, Type], Expr],
-             names: Names) -> Expr:
+             names: Names, lang: Lang) -> Expr:
     """Fig. storage_spec's shape: sum(<k,v> in (lo:hi)) {unique(key) -> e}, with a key
     that keeps the promise (v, k or (lo:hi)(k): positions of the range)."""
     assert isinstance(t, DictT)
     rng = Range(IntConst(draw(st.integers(0, 2))), IntConst(draw(st.integers(0, 4))))
-    k, v = names.fresh(draw, "k"), names.fresh(draw, "v")
+    k = _binder(draw, names, "k", ctx, lang)
+    v = _binder(draw, names, "v", ctx, lang, (k,))
     key = draw(st.sampled_from([Var(v), Var(k), Lookup(rng, Var(k))]))
     return Sum(k, v, rng, Single(Unique(key), rec(_bind(ctx, **{k: INT, v: INT}), t.val)))
 
@@ -390,12 +494,15 @@ def _gradient_splits(ctx: Ctx, t: Type) -> list[tuple[str, Type]]:
             for body_t, tau in splits(t) if tau == ctx[x] and body_t in real]
 
 
-def _project(e: Expr, s: Type, t: Type, names: Names, draw: Draw) -> Expr:
+def _project(e: Expr, s: Type, t: Type, names: Names, draw: Draw, ctx: Ctx, lang: Lang
+             ) -> Expr:
     if s == t:
         return e
     assert isinstance(s, DictT)
-    k, v = names.fresh(draw, "k"), names.fresh(draw, "v")
-    return Sum(k, v, e, _project(Var(v), s.val, t, names, draw))
+    k = _binder(draw, names, "k", ctx, lang)
+    v = _binder(draw, names, "v", ctx, lang, (k,))
+    return Sum(k, v, e, _project(Var(v), s.val, t, names, draw, _bind(ctx, **{k: INT, v: s.val}),
+                                   lang))
 
 
 def nongeneric(e: Expr) -> dict[str, bool]:
@@ -605,7 +712,7 @@ SHAPE_CTX: Ctx = {"V": SPARSE1, "M": SPARSE2, "a": DENSE_REAL, "s": REAL, "n": I
 
 
 @st.composite
-def guard_shapes(draw: Draw) -> Generated:
+def guard_shapes(draw: Draw, wider: bool = True) -> Generated:
     """A program around a left side of a guarded rule, with holes generated in their
     scopes, in the variations the guards tell apart (issue: the generators never made
     the programs on which a weakened guard is wrong):
@@ -629,10 +736,18 @@ def guard_shapes(draw: Draw) -> Generated:
       loop's binders often other names, sometimes an input's; ``{key -> b1} + {key -> b2}``
       and ``f * b + b * f`` in a loop;
     * half of them inside ``sum(<o, u> in V) ...``, their holes and keys reading o and u:
-      the terms rules move in and out of binders then have indices to shift.
+      the terms rules move in and out of binders then have indices to shift;
+    * when ``wider`` (issue 30, classes 4 and 5), dense inside sparse where the guards
+      look: W2, a dictionary of arrays, iterated; inner dictionaries whose values are
+      arrays (fusion's b1, a singleton's value); bodies that iterate a value that is a
+      dictionary or an array (``sum(<j, w> in v) 1.0`` counts its positions: zero on the
+      empty array, not on an array of zeros, which a dictionary drops); and products
+      whose factors are both tensors where rules move a factor out of a sum or past
+      another (``sum(<k, v> in D) f1 * f2`` for vectors f1 and f2, a singleton scaled by
+      a vector, ``f * b + b * f`` for vectors f and b).
     """
     names = Names()
-    inputs = dict(SHAPE_CTX)
+    inputs = {**SHAPE_CTX, "W2": ARRAYS} if wider else dict(SHAPE_CTX)
     ctx = dict(inputs)
     o = ou = None
     if draw(st.booleans()):  # inside a sum whose binders the holes read: what rules shift
@@ -641,7 +756,7 @@ def guard_shapes(draw: Draw) -> Generated:
         ctx = _bind(ctx, **outer)
 
     def g(scope: Ctx, t: Type, depth: int = 2) -> Expr:
-        return gen(draw, scope, t, draw(st.integers(0, depth)), names, PHYSICAL)
+        return gen(draw, scope, t, draw(st.integers(0, depth)), names, FRESH)  # (binder() collides)
 
     def binder(stem: str) -> str:  # sometimes an input's name: a shadowed binder
         return draw(st.sampled_from(["s", "n", "V"])) if draw(st.integers(0, 5)) == 0 \
@@ -650,17 +765,28 @@ def guard_shapes(draw: Draw) -> Generated:
     def domain() -> tuple[Expr, Type]:
         return draw(st.sampled_from([  # type: ignore[no-any-return]
             (Var("V"), REAL), (Var("a"), REAL), (Lookup(Var("M"), IntConst(1)), REAL),
-            (Var("M"), SPARSE1), (Range(IntConst(0), IntConst(3)), INT)]))
+            (Var("M"), SPARSE1), (Range(IntConst(0), IntConst(3)), INT)] + (
+            [(Var("W2"), DENSE_REAL), (Var("W2"), DENSE_REAL)] if wider else [])))
 
     def scalar(scope: Ctx, v: str, vt: Type, t: Type) -> Expr:
-        """Of type t (real or a sparse vector): strict in v, not, or a sum of both."""
+        """Of type t: strict in v, not, or a sum of both; when ``wider``, sometimes a sum
+        over v (a dictionary or an array)."""
         strict = Mul(Var(v), g(scope, t)) if vt == REAL else (
             Mul(Lookup(Var(v), IntConst(draw(st.integers(0, 2)))), g(scope, t))
-            if vt == SPARSE1 else g(scope, t))
+            if vt in (SPARSE1, DENSE_REAL) else g(scope, t))
         other = g(scope, t)
-        chosen: Expr = draw(st.sampled_from([strict, other, Add(strict, other),
-                                             Add(other, strict)]))
+        options = [strict, other, Add(strict, other), Add(other, strict)]
+        if wider and isinstance(vt, DictT) and is_semiring(t):
+            j, w = names.fresh(draw, "j"), names.fresh(draw, "w")
+            options.append(Sum(j, w, Var(v), g(_bind(scope, **{j: INT, w: vt.val}), t, 1)))
+        chosen: Expr = draw(st.sampled_from(options))
         return chosen
+
+    def valued() -> list[Type]:  # the types of values put in a dictionary
+        return [REAL, SPARSE1, DENSE_REAL] if wider else [REAL, SPARSE1]
+
+    def factor_type() -> Type:  # a scalar, or (when wider) a vector: what sing-mult moves
+        return draw(st.sampled_from([REAL, SPARSE1])) if wider else REAL
 
     # "range" twice: its counterexamples need the bounds, the lookup and the data to agree;
     # "horizontal" twice: its singletons come in one of its halves
@@ -674,14 +800,20 @@ def guard_shapes(draw: Draw) -> Generated:
     n = [Var(x) for x in ("n", o) if x in unshadowed]  # ints independent of k and v
     match kind:
         case "fusion":
-            t1 = draw(st.sampled_from([REAL, SPARSE1]))
+            t1 = draw(st.sampled_from(valued()))
             b1 = scalar(inner, v, vt, t1)
             if draw(st.booleans()):  # zero at the other keys: entries the inner sum drops
-                b1 = If(Eq(Var(k), IntConst(draw(st.integers(0, 2)))), b1)
+                at = Eq(Var(k), IntConst(draw(st.integers(0, 2))))
+                b1 = Mul(If(at, RealConst(1.0)), b1) if t1 == DENSE_REAL \
+                    else If(at, b1)  # (an array of zeros keeps its positions)
             key = draw(st.sampled_from([Var(k), Unique(Var(k)), Unique(Var(k))] + (
                 [Unique(Var(v))] if vt == INT else [])))
             k1, v1 = names.fresh(draw, "k"), binder("v")
-            b2 = scalar(_bind(ctx, **{k1: INT, v1: t1}), v1, t1, t)
+            scope = _bind(ctx, **{k1: INT, v1: t1})
+            b2 = scalar(scope, v1, t1, t)
+            if t1 == DENSE_REAL and draw(st.booleans()):  # an array's positions iterated
+                j, w = names.fresh(draw, "j"), names.fresh(draw, "w")
+                b2 = Sum(j, w, Var(v1), g({**scope, j: INT, w: REAL}, t, 1))
             e: Expr = Sum(k1, v1, Sum(k, v, dom, Single(key, b1)), b2)
         case "sum-to-get":
             i = draw(st.sampled_from([IntConst(draw(st.integers(0, 2))), *n,
@@ -695,17 +827,19 @@ def guard_shapes(draw: Draw) -> Generated:
                 by_key = If(Eq(Var(k), IntConst(draw(st.integers(0, 2)))), base)
                 return {"none": base, "key": by_key, "value": scalar(inner, v, vt, ft),
                         "both": Add(by_key, scalar(inner, v, vt, ft))}[uses]
-            if draw(st.booleans()):
-                t1, t2 = draw(st.sampled_from(splits(t)))
+            if draw(st.booleans()):  # (when wider, sometimes two vectors: a matrix)
+                pt = SPARSE2 if wider and t == SPARSE1 and draw(st.booleans()) else t
+                t1, t2 = draw(st.sampled_from(splits(pt)))
                 e = Sum(k, v, dom, Mul(factor(t1), factor(t2)))
             else:
                 key = draw(st.sampled_from([IntConst(draw(st.integers(0, 2))), *n,
                                             Var(k), Add(Var(k), IntConst(1))]))
-                single = Single(key, factor(REAL))
+                single = Single(key, factor(draw(st.sampled_from(valued()))))
                 # sometimes scaled, on either side: what sing-mult moves inside
                 scaled = draw(st.sampled_from(["left", "right", "no"]))
-                e = Sum(k, v, dom, Mul(factor(REAL), single) if scaled == "left" else
-                        Mul(single, factor(REAL)) if scaled == "right" else single)
+                e = Sum(k, v, dom, Mul(factor(factor_type()), single) if scaled == "left"
+                        else Mul(single, factor(factor_type())) if scaled == "right"
+                        else single)
         case "range":
             j, u = names.fresh(draw, "j"), names.fresh(draw, "u")
             c1 = draw(st.integers(0, 2))
@@ -739,7 +873,7 @@ def guard_shapes(draw: Draw) -> Generated:
                 key = draw(st.sampled_from([Var(k), IntConst(draw(st.integers(0, 2))), *n]))
                 e = Sum(k, v, dom, Add(Single(key, b1), Single(key, scalar(inner, v, vt, t))))
             else:  # a product and its mirror image: what d(r * r) is
-                f = scalar(inner, v, vt, REAL)
+                f = scalar(inner, v, vt, factor_type())
                 e = Sum(k, v, dom, Add(Mul(f, b1), Mul(b1, f)))
         case "lookup-sum":  # (sum(<k,v> in D) {key -> b})(i): lookup is linear
             key = draw(st.sampled_from([Var(k), IntConst(draw(st.integers(0, 2))), *n]))
@@ -804,8 +938,8 @@ def lookup_shapes(draw: Draw) -> Generated:
         chosen: tuple[Expr, DictT] = draw(st.sampled_from(options))
         return chosen
 
-    def real(scope: Ctx) -> Expr:
-        return gen(draw, scope, REAL, draw(st.integers(0, 1)), names, PHYSICAL)
+    def real(scope: Ctx) -> Expr:  # (its binders fresh: the pools above do the colliding)
+        return gen(draw, scope, REAL, draw(st.integers(0, 1)), names, FRESH)
 
     def onehot(scope: Ctx, at: tuple[Expr, DictT] | None = None) -> Sum:
         q, qt = at if at is not None and draw(st.booleans()) else path(scope)

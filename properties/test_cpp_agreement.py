@@ -79,6 +79,7 @@ from properties.generators import (
     Generated,
     coo,
     environments,
+    flat_named,
     flat_values,
     nongeneric,
     programs,
@@ -150,6 +151,8 @@ def cases(draw: st.DrawFn) -> Case:
         g = draw(programs(lang=PHYSICAL if generic else NONGENERIC))
     env = draw(environments(g.ctx))
     formats = {x: draw(st.sampled_from(formats_for(t))) for x, t in g.ctx.items()}
+    if draw(st.booleans()):  # an input named like another's flat array
+        g, env, formats = draw(flat_named(g, env, formats, wrt))
     for what, there in nongeneric(g.expr).items():
         if there:
             event(f"non-generic: {what}")

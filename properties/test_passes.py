@@ -143,7 +143,7 @@ def test_iterated_key_lookup_fires_on_generated_gradients() -> None:
     fired: Counter[str] = Counter()
 
     @settings(max_examples=500, derandomize=True, database=None)
-    @given(rewrite_sites())
+    @given(rewrite_sites(fresh=True))
     def collect(site: tuple[Generated, Expr]) -> None:
         g, elab = site
         fired.update(iterated_key_lookup(elab, g.ctx).fired)

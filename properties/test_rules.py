@@ -5,6 +5,9 @@
   environment of the place's context: ⟦lhs⟧ρ = ⟦rhs⟧ρ.  Programs are drawn from both
   fragments and also differentiated (``gradient``), which fills them with zeros.
 * Every rule fires on the generated programs (a rule never exercised fails this file).
+* A rule that moves a factor past another's layers (``Rule.moves``) asserts that the
+  factor is a scalar, the invariant that makes it an equality (issue 30, class 5): with
+  its conditions gone, it stops on an instance where the factor is a tensor.
 * Every *semantic* condition is needed: without it, the rule rewrites some instance to
   a program of another meaning or type (the table in ``GUARD_COUNTEREXAMPLES``), and so
   is each part of one (``PART_COUNTEREXAMPLES``: a dense layer under a sparse one, a
@@ -27,12 +30,16 @@
 
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from properties.generators import (
+    FRESH,
     LOGICAL,
+    LOGICAL_FRESH,
     PHYSICAL,
     Draw,
     Generated,
@@ -89,17 +96,18 @@ def places(e: Expr, ctx: Ctx) -> Iterator[tuple[Expr, Ctx]]:
 
 
 @st.composite
-def rewrite_sites(draw: Draw) -> tuple[Generated, Expr]:
+def rewrite_sites(draw: Draw, fresh: bool = False) -> tuple[Generated, Expr]:
     """A generated program, elaborated, and half the time its gradient; a quarter of the
-    programs are shaped around a guarded rule's left side (``guard_shapes``)."""
+    programs are shaped around a guarded rule's left side (``guard_shapes``). Names
+    collide (binders shadow) unless ``fresh``, which the coverage count uses."""
     if draw(st.integers(0, 3)) == 0:
-        shaped = draw(guard_shapes())
+        shaped = draw(guard_shapes(wider=not fresh))
         return shaped, checked(shaped.expr, shaped.ctx)[0]
-    lang = draw(st.sampled_from([LOGICAL, PHYSICAL]))
+    lang = draw(st.sampled_from([LOGICAL_FRESH, FRESH] if fresh else [LOGICAL, PHYSICAL]))
     g = draw(programs(lang=lang))
     elab, _ = checked(g.expr, g.ctx)
     real_inputs = sorted(x for x, t in g.ctx.items() if not is_discrete(t))
-    if lang is LOGICAL and real_inputs and draw(st.booleans()):
+    if not lang.physical and real_inputs and draw(st.booleans()):
         x = draw(st.sampled_from(real_inputs))
         elab, _ = typecheck(gradient(elab, x, g.ctx), g.ctx)
     return g, elab
@@ -145,7 +153,7 @@ def test_every_rule_fires() -> None:
     fired: Counter[str] = Counter()
 
     @settings(max_examples=300, derandomize=True, database=None)
-    @given(rewrite_sites())
+    @given(rewrite_sites(fresh=True))
     def collect(site: tuple[Generated, Expr]) -> None:
         g, elab = site
         for e, ctx in places(elab, g.ctx):
@@ -204,6 +212,25 @@ PART_COUNTEREXAMPLES: list[tuple[tuple[str, str], tuple[dict[str, Type], str, st
     (("scale-into-sum", "binders-fresh"),
      ({"k": REAL, "d": DictT(REAL)}, "k * sum(<k, v> in d) v", "k = 3.0; d = {0 -> 1.0}")),
 ]
+
+
+#: issue 30, class 5: the rules whose right side moves a factor past another's layers,
+#: and an instance where it is not a scalar (the rule is wrong there)
+MOVED_TENSORS = {"scale-into-single": "e1-real", "double-product": "e1-real",
+                 "mul-normalize-right": "e1-real"}
+
+
+def test_a_factor_a_rule_moves_is_a_scalar_or_the_rule_stops() -> None:
+    """The invariant that makes these rewrites equalities (the factor that moves is a
+    scalar) is asserted where a rule matches: a rule whose conditions drifted so as to
+    admit a tensor there stops, rather than rewriting to the other layer order."""
+    assert {r.name for r in RULES if r.moves} == set(MOVED_TENSORS)
+    for name, cond in MOVED_TENSORS.items():
+        ctx, text, _ = GUARD_COUNTEREXAMPLES[(name, cond)]
+        e, _ = typecheck(parse_expr(text), ctx)
+        drifted = replace(RULES_BY_NAME[name], conditions=())
+        with pytest.raises(AssertionError, match="not a scalar"):
+            drifted.match(e, ctx)
 
 
 def test_semantic_conditions_are_needed() -> None:

@@ -8,6 +8,9 @@
   ``decode(encode(e))`` it has the span of the first operation of e computing the same
   thing (the same operation of an operand whose free variables are read as what their
   binders range over), on every term of a family of nested sums and lets at once.
+* A saturation rule that moves a factor past a singleton's layer asserts the invariant
+  that makes it an equality (the factor is a scalar) apart from its condition: with the
+  condition gone, it stops on a tensor factor (issue 30, class 5).
 * Every saturation rule, run alone to saturation, and all of them together, followed by
   extraction: ``optimize(e)`` has e's type and e's value on generated ρ, and its fresh
   binders hide no input — for generated programs of both fragments and differentiated
@@ -59,6 +62,7 @@ from fractions import Fraction
 from pathlib import Path
 from unittest.mock import patch
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -920,7 +924,7 @@ def test_every_saturation_rule_fires() -> None:
     fired: Counter[str] = Counter()
 
     @settings(max_examples=400, derandomize=True, database=None)
-    @given(rewrite_sites())
+    @given(rewrite_sites(fresh=True))
     def collect(site: Site) -> None:
         g, elab = site
         fired.update(optimize(elab, g.ctx, rules=list(SATURATION_RULES),  # with the off ones
@@ -1142,3 +1146,21 @@ def test_saturation_guards_are_needed() -> None:
             continue  # ill-typed without the guard: needed
         assert rt != t or evaluate(r_elab, env, FRACTION) != evaluate(e, env, FRACTION), \
             f"{name}: no wrong rewrite without the guard {guard!r}"
+
+
+def test_a_factor_a_saturation_rule_moves_is_a_scalar_or_the_rule_stops() -> None:
+    """Issue 30, class 5: sing-mult-3 and -4 move b past a singleton's layer, an equality
+    only for a scalar b. The invariant is asserted where the rule applies, apart from its
+    condition: with the condition drifted (here: gone), the rule stops on a tensor b."""
+    moving = {n for n, (_, rw) in SATURATION_RULES.items() if rw.invariant is not None}
+    assert moving == {"sing-mult-3", "sing-mult-4"}
+    for name in sorted(moving):
+        _, rw = SATURATION_RULES[name]
+        ctx, text, _ = SATURATION_GUARD_COUNTEREXAMPLES[(name, "b is a scalar")]
+        e, _ = typecheck(parse_expr(text), ctx)
+        g: EGraph[Info] = new_egraph()
+        root = g.add_term(encode(e, ctx))
+        subst = next(ematch(g, rw.lhs, root))
+        drifted = Rewrite(rw.name, rw.lhs, rw.rhs, invariant=rw.invariant)
+        with pytest.raises(AssertionError, match="invariant"):
+            drifted.apply(g, root, subst)

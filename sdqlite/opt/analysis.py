@@ -149,7 +149,8 @@ def scoped(rw: Rewrite) -> Rewrite:
         new = instantiate(g, rw.rhs, s) if isinstance(rw.rhs, PVar | PNode) else \
             rw.rhs(g, cid, s)
         return None if new is None else in_scope(g, g.data(cid).free, new)
-    return Rewrite(rw.name, rw.lhs, apply, rw.condition, pure=rw.is_pure())
+    return Rewrite(rw.name, rw.lhs, apply, rw.condition, pure=rw.is_pure(),
+                   invariant=rw.invariant)
 
 
 def in_scope(g: EGraph[Info], free: Free, new: ClassId) -> ClassId | None:

@@ -433,6 +433,9 @@ class Rewrite:
     #: the result depends on the match alone (a pattern, not an applier that reads the
     #: graph): applied again to the same match it adds nothing, so the runner skips it
     pure: bool | None = None
+    #: what makes the rewrite an equality wherever the condition admits it (a factor that
+    #: moves past another's layers is a scalar): asserted, so the condition cannot drift
+    invariant: Condition | None = None
 
     def is_pure(self) -> bool:
         return isinstance(self.rhs, PVar | PNode) if self.pure is None else self.pure
@@ -440,6 +443,8 @@ class Rewrite:
     def apply(self, egraph: EGraph[Any], cid: ClassId, subst: Subst) -> ClassId | None:
         if self.condition is not None and not self.condition(egraph, cid, subst):
             return None
+        assert self.invariant is None or self.invariant(egraph, cid, subst), \
+            f"{self.name} applies where its invariant does not hold"
         if isinstance(self.rhs, PVar | PNode):
             return instantiate(egraph, self.rhs, subst)
         return self.rhs(egraph, cid, subst)

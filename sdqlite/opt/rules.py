@@ -43,7 +43,7 @@ from sdqlite.syntax.ast import (
 )
 from sdqlite.syntax.names import NameSupply, rename, substitute
 from sdqlite.syntax.parser import parse_expr
-from sdqlite.syntax.types import REAL, DictT, RealT, Type, scalar_of
+from sdqlite.syntax.types import REAL, DictT, IntT, RealT, Type, scalar_of
 
 
 @dataclass
@@ -84,6 +84,10 @@ class Rule:
     conditions: tuple[Condition, ...] = ()
     rhs_text: str = ""  # how the paper writes a right side that is built in Python
     notes: str = ""
+    #: the metavariable the right side moves past another factor's layers (or to the
+    #: other side of a product): a scalar wherever the conditions hold, which is what
+    #: makes the rewrite an equality; asserted, so the conditions cannot drift
+    moves: str = ""
 
     @cached_property
     def pattern(self) -> Expr:
@@ -103,6 +107,8 @@ class Rule:
         m = Match(exprs, binders, ctx, synth(ctx, e)[1])
         if check and not all(c.holds(m) for c in self.conditions):
             return None
+        assert not check or not self.moves or _is_scalar(m.type_of(self.moves)), \
+            f"{self.name} moves {self.moves}, which is not a scalar"
         return m
 
     def apply(self, m: Match, names: NameSupply) -> Expr:
@@ -198,6 +204,10 @@ def _instantiate(t: Expr, m: Match) -> Expr:
 # ---- conditions -------------------------------------------------------------------------
 
 
+def _is_scalar(t: Type) -> bool:
+    return isinstance(t, RealT | IntT)
+
+
 def _has_dense(t: Type) -> bool:
     return isinstance(t, DictT) and (t.dense or _has_dense(t.val))
 
@@ -241,6 +251,7 @@ def _inline_zero(m: Match, names: NameSupply) -> Expr:
 def _scalars(e: Expr, t: Type, names: NameSupply, leaf: Callable[[Expr], Expr]) -> Expr:
     """sum(<i_1,v_2> in e) ... sum(<i_n,v> in v_n) {i_1 -> ... {i_n -> leaf(v)} ...}"""
     if not isinstance(t, DictT):
+        assert _is_scalar(t), "an entry that moves past e2 is a scalar"
         return leaf(e)
     i, v = names.fresh("i"), names.fresh("v")
     return Sum(i, v, e, Single(Var(i), _scalars(Var(v), t.val, names, leaf)))
@@ -315,7 +326,7 @@ RULES: tuple[Rule, ...] = (
          notes="a factor moves into a let body (storage composition leaves §5.4's "
                "`let r = <a CSR row> in r * r` under beta)"),
     Rule("scale-into-single", NORMALIZATION, "STOREL sing-mult-4",
-         "e1 * {e2 -> e3}", "{e2 -> e1 * e3}", ("e1", "e2", "e3"), (LEFT_REAL,)),
+         "e1 * {e2 -> e3}", "{e2 -> e1 * e3}", ("e1", "e2", "e3"), (LEFT_REAL,), moves="e1"),
     # the same on the right: a row times a scalar (least squares' r * row) is scaled in
     # place, not first built as a dictionary and then iterated
     Rule("scale-into-sum-right", NORMALIZATION, "STOREL sum-fact-inv-2",
@@ -337,7 +348,7 @@ RULES: tuple[Rule, ...] = (
          "{e1 -> e2} + {e1 -> e3}", "{e1 -> e2 + e3}", ("e1", "e2", "e3"), (WELL_TYPED,)),
     Rule("double-product", NORMALIZATION, "commutative scaling",
          "e1 * e2 + e2 * e1", "2.0 * (e1 * e2)", ("e1", "e2"), (LEFT_REAL,),
-         notes="a real scales the same on either side"),
+         notes="a real scales the same on either side", moves="e1"),
     Rule("scalar-assoc", NORMALIZATION, "STOREL mult-assoc2",
          "e1 * (e2 * e3)", "(e1 * e2) * e3", ("e1", "e2", "e3"), (REAL_PRODUCT,),
          notes="scalar products are kept left-nested, as the paper writes beta * v1 * v2"),
@@ -348,7 +359,8 @@ RULES: tuple[Rule, ...] = (
                "product is v * e2"),
     Rule("mul-normalize-right", NORMALIZATION, FIG, "e1 * e2", _normalize_right, ("e1", "e2"),
          (LEFT_REAL, RIGHT_TENSOR),
-         rhs_text="sum(<i_1,v_2> in e2) ... sum(<i_n,v> in v_n) {i_1 -> ... {i_n -> e1 * v}}"),
+         rhs_text="sum(<i_1,v_2> in e2) ... sum(<i_n,v> in v_n) {i_1 -> ... {i_n -> e1 * v}}",
+         moves="e1"),
 )
 
 RULES_BY_NAME = {r.name: r for r in RULES}

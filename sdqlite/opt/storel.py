@@ -400,12 +400,12 @@ SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
             "sing-mult-1", _p("single", A, _p("mul", B, C)), _p("mul", _p("single", A, B), C))),
         ("singleton/multiplication", Rewrite(
             "sing-mult-2", _p("mul", _p("single", A, B), C), _p("single", A, _p("mul", B, C)))),
-        ("singleton/multiplication", Rewrite(
+        ("singleton/multiplication", Rewrite(  # b moves past the singleton's layer
             "sing-mult-3", _p("single", A, _p("mul", B, C)), _p("mul", B, _p("single", A, C)),
-            _scalar("b"))),
+            _scalar("b"), invariant=_scalar("b"))),
         ("singleton/multiplication", Rewrite(
             "sing-mult-4", _p("mul", B, _p("single", A, C)), _p("single", A, _p("mul", B, C)),
-            _scalar("b"))),
+            _scalar("b"), invariant=_scalar("b"))),
         ("algebra", Rewrite("eq-comm", _p("eq", A, B), _p("eq", B, A))),
         ("if-then", Rewrite(
             "if-mult2", _p("mul", A, _p("if", C, B)), _p("if", C, _p("mul", A, B)), _no_dense)),
