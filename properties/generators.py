@@ -125,8 +125,9 @@ NONGENERIC, LOGICAL_NONGENERIC = replace(PHYSICAL, generic=False), \
 #: every binder fresh, the inputs named x, V1, M, s', y, no dictionary of arrays and no
 #: view of a view: what the coverage properties count rules on (their thresholds were set
 #: on these programs)
-FRESH = Lang(INPUT_TYPES[:-1], DOMAIN_TYPES[:-1], RESULT_TYPES[:-1], physical=True,
-             collide=False, nested=False)
+FRESH = Lang([t for t in INPUT_TYPES if t != ARRAYS], [t for t in DOMAIN_TYPES if t != ARRAYS],
+             [t for t in RESULT_TYPES if t != ARRAYS], physical=True, collide=False,
+             nested=False)
 LOGICAL_FRESH = replace(LOGICAL, collide=False, nested=False)
 #: a key no generated dictionary has (keys are 0..5, ranges and arrays shorter)
 MISSING_KEY = 9
@@ -205,6 +206,8 @@ INPUT_NAMES = ["x", "V1", "M", "s'", "y"]
 #: libraries' namespaces, functions and macros
 CPP_NAMES = ["result", "kernel", "std", "main", "errno", "data", "stdin", "size", "out",
              "lens", "next", "assert"]
+
+
 def _flat_names(x: str, t: Type) -> list[str]:
     """The names of x's flat arrays in the formats its type admits (an input A in CSR is
     A_len, A_pos, A_idx and A_val once composed)."""

@@ -5,7 +5,10 @@ gradients included, at generic points and at the others (entries that cancel to 
 zero, zeros written into singletons and arrays, keys looked up that no dictionary has,
 of dictionaries iterated afterwards: ``generators.NONGENERIC``) — inputs ρ ∈ ⟦Γ⟧, and a
 storage format for each input among those its type admits (``sdqlite.storage.formats``:
-dict, dense, COO, CSR, CSC, column-major, ...):
+dict, dense, COO, CSR, CSC, column-major, ...), inputs named like generated C++ and, in
+half the cases, one input named like another's flat array in its format
+(``generators.flat_named``: ``V1_pos`` beside V1 in CSR), binders that shadow inputs, and
+views of views:
 
 1. the program composed with the formats and compiled (lowered with and without
    destination-passing style, emitted, built, run on the buffers of ρ laid out in the

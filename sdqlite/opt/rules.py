@@ -251,7 +251,7 @@ def _inline_zero(m: Match, names: NameSupply) -> Expr:
 def _scalars(e: Expr, t: Type, names: NameSupply, leaf: Callable[[Expr], Expr]) -> Expr:
     """sum(<i_1,v_2> in e) ... sum(<i_n,v> in v_n) {i_1 -> ... {i_n -> leaf(v)} ...}"""
     if not isinstance(t, DictT):
-        assert _is_scalar(t), "an entry that moves past e2 is a scalar"
+        assert _is_scalar(t), "the entry the other factor meets is a scalar"
         return leaf(e)
     i, v = names.fresh("i"), names.fresh("v")
     return Sum(i, v, e, Single(Var(i), _scalars(Var(v), t.val, names, leaf)))
