@@ -6,6 +6,8 @@ The public entry points::
     sdqlite.grad(source, "x", A=matrix, x=vector)             # a gradient, like x
     sdqlite.grad(source, "x", A, x, backend="cpp")            # the same, compiled C++
     f = sdqlite.compile(source, wrt="x"); f(A, x)             # compile once, call often
+    sdqlite.spy(value); sdqlite.loop_nest(source, A, x)      # pictures (sdqlite[plot])
+    %load_ext sdqlite                                         # %%sdql cells in Jupyter
     from sdqlite import parse_program, show, typecheck        # the language itself
 
 One sub-package per stage of Fig. fig:arch, each importing only those below it (the
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
     from codegen.api import compile as compile
     from sdqlite.ui.api import evaluate as evaluate
     from sdqlite.ui.api import grad as grad
+    from sdqlite.ui.plot import loop_nest as loop_nest
+    from sdqlite.ui.plot import spy as spy
 
 
 def __getattr__(name: str) -> Any:
@@ -57,9 +61,22 @@ def __getattr__(name: str) -> Any:
         from sdqlite.ui import api
 
         return getattr(api, name)
+    if name in ("spy", "loop_nest"):
+        from sdqlite.ui import plot
+
+        return getattr(plot, name)
     raise AttributeError(f"module 'sdqlite' has no attribute {name!r}")
+
+
+def load_ipython_extension(shell: Any) -> None:
+    """``%load_ext sdqlite`` in IPython or Jupyter: the ``%%sdql`` cell magic
+    (``sdqlite.ui.magic``)."""
+    from sdqlite.ui.magic import load
+
+    load(shell)
 
 
 __all__ = ["BuildError", "CodegenError", "DataError", "DiffError", "EvalError", "ParseError",
            "SDQLTypeError", "SDQLiteError", "__version__", "check", "compile", "evaluate",
-           "grad", "parse_expr", "parse_program", "parse_type", "show", "synth", "typecheck"]
+           "grad", "load_ipython_extension", "loop_nest", "parse_expr", "parse_program",
+           "parse_type", "show", "spy", "synth", "typecheck"]

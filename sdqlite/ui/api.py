@@ -37,13 +37,16 @@ from sdqlite.ad.gradient import expand
 from sdqlite.check.sizes import declared, result_sizes
 from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import DataError, SDQLiteError
+from sdqlite.opt.pipeline import Limits, Stage, pipeline
 from sdqlite.paths import read_source
+from sdqlite.storage.formats import resolve
 from sdqlite.syntax.ast import Gradient
 from sdqlite.syntax.parser import Program, parse_program
 from sdqlite.syntax.printer import show
 from sdqlite.syntax.types import Type
 from semantics.convert import to_numpy
 from semantics.interp import evaluate as interpret
+from semantics.run import check_program
 
 Backend = Literal["interp", "cpp"]
 BACKENDS = ("interp", "cpp")
@@ -58,7 +61,7 @@ def evaluate(program: str | Path | Program, /, *args: Any, backend: Backend = "i
     >>> sdqlite.evaluate("x : {dense_int -> real}\\nsum(<i, a> in x) a * a", np.array([1.0, 2.0]))
     5.0
     """
-    prog = _program(program)
+    prog = program_of(program)
     with _located(program):
         return value_of(prog, _bind(prog, args, inputs, backend), backend)
 
@@ -74,7 +77,7 @@ def grad(program: str | Path | Program, wrt: str | Sequence[str], /, *args: Any,
     >>> sdqlite.grad("x : {dense_int -> real}\\nsum(<i, a> in x) a * a", "x", np.array([1.0, 2.0]))
     array([2., 4.])
     """
-    prog = _program(program)
+    prog = program_of(program)
     names = _wrts(wrt)
     with _located(program):
         given = _bind(prog, args, inputs, backend)
@@ -104,7 +107,8 @@ def gradient_of(prog: Program, x: str, given: Mapping[str, Any], backend: str,
 # ---- reading the call -------------------------------------------------------------------
 
 
-def _program(program: object) -> Program:
+def program_of(program: object) -> Program:
+    """A program given as source text, a path to a ``.sdql`` file or a parsed ``Program``."""
     match program:
         case Program():
             return program
@@ -136,6 +140,20 @@ class _located:
     def __exit__(self, kind: object, err: BaseException | None, tb: object) -> None:
         if isinstance(err, SDQLiteError) and self.file:
             err.file = err.file or self.file
+
+
+def optimized(prog: Program, ctx: Mapping[str, Type], wrt: str | None,
+              formats: Mapping[str, str], limits: Limits | None = None) -> list[Stage]:
+    """The pipeline of Fig. fig:arch on a program whose inputs have these types, its
+    storage formats those declared and ``formats`` (``sdqlite opt``, ``%%sdql --opt``);
+    the last stage is the result (``as_source`` prints it)."""
+    elab, _ = check_program(prog, dict(ctx))
+    unknown = sorted(set(formats) - set(ctx))
+    if unknown:
+        raise DataError(f"--format for {', '.join(unknown)}, which is not an input")
+    named = {d.name: d.format for d in prog.decls if d.format} | dict(formats)
+    resolved = {x: resolve(f, ctx[x], None, f"--format {x}: ") for x, f in named.items()}
+    return pipeline(elab, dict(ctx), wrt, limits or Limits(), resolved)
 
 
 def _wrts(wrt: object) -> tuple[str, ...]:

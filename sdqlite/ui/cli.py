@@ -191,22 +191,15 @@ def cmd_grad(args: argparse.Namespace) -> int:
 
 
 def cmd_opt(args: argparse.Namespace) -> int:
-    from sdqlite.opt.pipeline import as_source, describe, pipeline
-    from sdqlite.storage.formats import resolve
-    from semantics.run import check_program, context
+    from sdqlite.opt.pipeline import as_source, describe
+    from sdqlite.ui.api import optimized
+    from semantics.run import context
 
     text, _ = _source(args)
     prog = parse_program(text)
     ctx = context(prog, _inputs(prog, args.input))
-    elab, _ = check_program(prog, ctx)
-    given = _formats(args.format)
-    unknown = sorted(set(given) - set(ctx))
-    if unknown:
-        raise DataError(f"--format for {', '.join(unknown)}, which is not an input")
-    named = {d.name: d.format for d in prog.decls if d.format} | given
-    formats = {x: resolve(f, ctx[x], None, f"--format {x}: ") for x, f in named.items()}
-    stages = pipeline(elab, ctx, args.wrt, Limits(args.iter_limit, args.node_limit,
-                                                  args.time_limit), formats)
+    stages = optimized(prog, ctx, args.wrt, _formats(args.format),
+                       Limits(args.iter_limit, args.node_limit, args.time_limit))
     if args.stages:
         print(describe(stages), file=sys.stderr)
     else:
