@@ -1,18 +1,19 @@
 # Quick start:  make examples   (set up, then run the paper's examples)
 #               make test       (set up, then run every test and the linters: ruff, mypy,
 #                                lint-imports for the layers of pyproject.toml)
-# System packages (Debian 12), as root (as a user, with sudo): apt-get install -y python3-venv make g++ libboost1.81-dev
+#               make docs       (the tutorial site, every notebook executed: docs/_build/html)
+# System packages (Debian 12), as root (as a user, with sudo): apt-get install -y python3-venv make g++ libboost1.81-dev libjs-mathjax
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PROFILE ?= dev
 CXX    ?= g++
-SYSTEM_PACKAGES := python3-venv make g++ libboost1.81-dev
+SYSTEM_PACKAGES := python3-venv make g++ libboost1.81-dev libjs-mathjax
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo )# (a fresh root machine has no sudo)
 SANITIZE_FLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -DSDQL_CHECKED
 TSAN_FLAGS      := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 
-.PHONY: setup check-system examples test sanitize properties bench bench-peers mutation mutation-quick clean
+.PHONY: setup check-system examples test docs sanitize properties bench bench-peers mutation mutation-quick clean
 
 setup: check-system $(VENV)/.installed
 
@@ -36,11 +37,24 @@ examples: setup
 	$(BIN)/sdqlite examples
 
 test: setup
-	$(BIN)/ruff check sdqlite semantics codegen properties paper_examples tests benchmarks mutation
+	$(BIN)/ruff check sdqlite semantics codegen properties paper_examples tests benchmarks mutation docs
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	HYPOTHESIS_PROFILE=$(PROFILE) $(BIN)/pytest -n auto
 	$(MAKE) --no-print-directory sanitize
+
+# The tutorial site: Sphinx with MyST-NB executes every notebook of docs/tutorial; a cell
+# that fails or any warning fails the build (-W). The pages render their mathematics
+# with Debian's MathJax (libjs-mathjax), copied into the site, so they need no network.
+docs: setup $(VENV)/.docs-installed
+	@test -e /usr/share/javascript/mathjax/MathJax.js || \
+	  { echo "MathJax is missing: on Debian run '$(SUDO)apt-get install -y libjs-mathjax'"; exit 1; }
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	@echo "the site: docs/_build/html/index.html"
+
+$(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
+	$(BIN)/pip install --quiet -e '.[docs]'
+	@touch $@
 
 # The C++ agreement property on generated code built with AddressSanitizer and UBSan
 # (fewer programs: the `sanitize` profile), the sanitizers' runtimes preloaded into Python;
@@ -64,7 +78,7 @@ bench: setup
 	$(BIN)/python -m benchmarks.interpreter
 
 # The gate's own strength: plant each mutant of mutation/operators.py's table in the AD,
-# rewrite, semantics and backend modules and run the tests that reach it (README, Testing).
+# rewrite, semantics and backend modules and run the tests that reach it (docs/reference/testing.md).
 mutation: setup
 	$(BIN)/python -m mutation --report
 
@@ -100,4 +114,4 @@ properties: setup
 	HYPOTHESIS_PROFILE=$(PROFILE) $(BIN)/pytest properties
 
 clean:
-	rm -rf $(VENV) $(PEERS) .hypothesis .mypy_cache .ruff_cache .pytest_cache *.egg-info
+	rm -rf $(VENV) $(PEERS) .hypothesis .mypy_cache .ruff_cache .pytest_cache *.egg-info docs/_build

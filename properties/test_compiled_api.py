@@ -61,8 +61,9 @@ SDQLite values —
    input stored in a format that is not the identity as that format's arrays, and each
    other as itself; and it accumulates into an array exactly when the destination is
    ``dense`` and the result is a sparse dictionary whose outer layer's size is known.
-13. ``compile``'s defaults are the README's; a parsed program compiles as its text; and
-   ``name`` names the generated function (a C++ identifier made of it).
+13. ``compile``'s defaults are the documented ones (``docs/reference/cpp.md``); a parsed
+   program compiles as its text; and ``name`` names the generated function (a C++
+   identifier made of it).
 14. an entry of a range, ``(lo:hi)(k)``, is k where lo <= k < hi and 0 elsewhere, for
    any 64-bit bounds: the compiled code reads it without building the range (the
    interpreter builds it, up to 10^7 positions).
@@ -411,7 +412,7 @@ def test_csr_arrays_with_an_entry_given_twice_are_read_as_their_sum(
 @given(kernel_data(), st.data())
 def test_each_input_is_stored_in_the_format_asked_for(
         case: tuple[str, dict[str, Any], dict[str, Input], bool], data: st.DataObject) -> None:
-    """Law 11 (formats: README, "Compiling to C++")."""
+    """Law 11 (formats: docs/reference/cpp.md)."""
     kernel, given_data, _, _ = case
     k, x = KERNELS[kernel], KERNELS[kernel].sparse
     *decls, body = k.source.splitlines()
@@ -514,7 +515,7 @@ def test_a_real_matrix_every_write_fills_is_written_in_place() -> None:
 def test_the_shape_of_numpy_or_scipy_data_fixes_the_size_of_a_result(data: Any) -> None:
     """Law 2: an undeclared program whose result's layers are its input's comes back as
     numpy or scipy data of the input's shape (the shape fixes the sizes); an SDQLite
-    value fixes none (the README: declared sizes, or numpy and scipy shapes)."""
+    value fixes none (docs/reference/cpp.md: declared sizes, or numpy and scipy shapes)."""
     assert _compiled("x * 2.0", None, False, "auto", {})(x={0: 1.0, 3: 2.0}) == {0: 2.0, 3: 4.0}
     ints: Any = _compiled("x + x", None, False, "auto", {})(x=np.array([1, 2]))  # typed int
     assert ints.dtype.kind == "i" and ints.tolist() == [2, 4]
@@ -523,7 +524,8 @@ def test_the_shape_of_numpy_or_scipy_data_fixes_the_size_of_a_result(data: Any) 
                              "auto", {})(x=wide)
     assert flipped.shape == (3, 2) and abs(flipped - wide.T).max() == 0
     got: Any = _compiled("x * 2.0", None, False, "auto", {})(x=data)
-    # README: a numpy array for a real vector, a scipy.sparse.csr_array for a real matrix
+    # docs/reference/cpp.md: a numpy array for a real vector, a scipy.sparse.csr_array
+    # for a real matrix
     assert isinstance(got, np.ndarray) if len(data.shape) == 1 else sp.issparse(got)
     assert got.shape == data.shape and abs(got - 2 * data).max() == 0
 
@@ -781,7 +783,7 @@ KERNEL_NAMES = {"ok": "ok", "my kernel!": "my_kernel_", "": "kernel", "9lives": 
 
 
 def test_compile_s_defaults_and_names() -> None:
-    """The defaults the README states (optimize, normalize, DPS on; the default output;
+    """The defaults docs/reference/cpp.md states (optimize, normalize, DPS on; the default output;
     a dense destination; the kernel named ``kernel``); a parsed program compiles as its
     text does; and ``name`` names the generated C++ function (a C++ identifier made of
     it), which is loaded and run under that name."""

@@ -44,9 +44,9 @@
   zeros 0.0 and 0, the unit 1.0), and sum-to-get fires over a dictionary of arrays (a
   missing entry reads as the empty array, which a strict body maps to zero: no guard on
   r's values); let-floating floats every binary operation of the body's class; the
-  iteration limit is egg's default, and the node and
-  time limits the README states. A rule that carries a term across binders (fusion, sum
-  factorization, a lookup into a sum) keeps what its outer variables mean
+  iteration limit is egg's default, and the node and time limits are those
+  that docs/reference/optimization.md states. A rule that carries a term across binders
+  (fusion, sum factorization, a lookup into a sum) keeps what its outer variables mean
   (``MOVED_INSTANCES``, each reading the nearest outer binders).
 * Every guard is needed: without it the rule rewrites some instance wrongly
   (``SATURATION_GUARD_COUNTEREXAMPLES``, one entry per guard of every guarded rule but
@@ -788,10 +788,12 @@ def test_a_rule_moving_a_term_across_binders_reads_its_outer_variables_right() -
 
 def test_the_default_limits_are_the_documented_ones() -> None:
     """30 iterations, egg's ``Runner`` default; 5,000 nodes and 120 s, this project's, as
-    the README states them (the CLI's ``--node-limit`` and ``--time-limit`` defaults)."""
+    the reference states them (``docs/reference/optimization.md``: the CLI's
+    ``--node-limit`` and ``--time-limit`` defaults)."""
     assert (Limits().iter_limit, Limits().node_limit, Limits().time_limit) == (30, 5_000, 120.0)
-    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
-    assert "default limits (30 iterations, 5,000 nodes, 120 s per saturation" in readme
+    page = Path(__file__).parent.parent / "docs" / "reference" / "optimization.md"
+    text = " ".join(page.read_text().split())
+    assert "default limits (30 iterations, 5,000 nodes, 120 s per saturation" in text
 
 
 def test_the_optimized_program_does_not_depend_on_the_machine_s_speed() -> None:

@@ -1,4 +1,5 @@
-"""Every snippet of README.md runs as written and prints what the README shows.
+"""Every snippet of README.md and of the reference pages (``docs/reference/*.md``) runs as
+written and prints what the page shows.
 
 Each fenced block carries a tag, and the tag says how it is checked:
 
@@ -38,6 +39,7 @@ from sdqlite.ui.repl import BANNER
 
 HERE = Path(__file__).resolve().parent.parent
 README = HERE / "README.md"
+PAGES = [README, *sorted((HERE / "docs" / "reference").glob("*.md"))]
 SETUP = {"make", "sudo", "apt-get", "pip"}  # not run: see the module docstring
 TAGS = {"python", "sh", "console", "sdql", "text"}
 
@@ -47,13 +49,19 @@ class Block:
     tag: str
     text: str
     line: int  # of the opening fence, 1-based
+    page: str = "README.md"
 
     def __str__(self) -> str:
-        return f"README.md:{self.line} ({self.tag})"
+        return f"{self.page}:{self.line} ({self.tag})"
 
 
 def blocks() -> list[Block]:
-    out, lines = [], README.read_text(encoding="utf-8").splitlines()
+    return [b for page in PAGES for b in _blocks(page)]
+
+
+def _blocks(page: Path) -> list[Block]:
+    out, lines = [], page.read_text(encoding="utf-8").splitlines()
+    name = str(page.relative_to(HERE))
     i = 0
     while i < len(lines):
         fence = re.fullmatch(r"( *)```(\S*)", lines[i])
@@ -66,7 +74,7 @@ def blocks() -> list[Block]:
         while lines[i].strip() != "```":
             body.append(lines[i][indent:])
             i += 1
-        out.append(Block(fence.group(2), "\n".join(body) + "\n", start + 1))
+        out.append(Block(fence.group(2), "\n".join(body) + "\n", start + 1, name))
         i += 1
     return out
 
@@ -140,11 +148,14 @@ def test_every_block_has_a_known_tag() -> None:
     assert [str(b) for b in found if b.tag not in TAGS] == []
 
 
-def test_the_readme_points_only_inside_the_repository() -> None:
-    text = README.read_text(encoding="utf-8")
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_the_pages_point_only_inside_the_repository(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
     assert "../" not in text and "shared/" not in text
     for path in re.findall(r"`([\w./-]+/[\w.-]+\.(?:py|sdql|h|lark|txt|npy|mtx|md))`", text):
         assert (HERE / path).is_file(), path
+    for path in re.findall(r"\]\(([^)#:]+)\)", text):  # links and pictures
+        assert (page.parent / path).exists(), path
 
 
 @pytest.mark.parametrize("block", of("python"), ids=str)
