@@ -1,4 +1,4 @@
-"""Destination-passing style (§6, "Destination-Passing Style & C++ Code Generation").
+"""Destination-passing style (§5.5, "Destination-Passing Style & C++ Code Generation").
 
 A Physical SDQLite program becomes statements that *add its value into a destination*:
 the generated function receives its destination (``result``), a singleton inside a sum

@@ -1,4 +1,4 @@
-"""The C++ emitter (§6): the destination-passing IR of ``codegen/dps.py`` as C++ text.
+"""The C++ emitter (§5.5): the destination-passing IR of ``codegen/dps.py`` as C++ text.
 
 Types map in one place, as the paper's table (``cpp_type``); each IR statement and each
 construct of Physical SDQLite has one ``match`` arm.  A sum is a loop: counted over a
@@ -74,7 +74,7 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def cpp_type(t: Type) -> str:
-    """§6's type mapping: int → a 64-bit integer, real → double, {int -> D} → a hash map,
+    """§5.5's type mapping: int → a 64-bit integer, real → double, {int -> D} → a hash map,
     {dense_int -> D} → an array."""
     match t:
         case IntT():

@@ -1,6 +1,6 @@
 """A readable view of a program after destination-passing style: its loop nest.
 
-The IR of ``codegen/dps.py`` as indented pseudo-code, one line per statement, the way §6
+The IR of ``codegen/dps.py`` as indented pseudo-code, one line per statement, the way §5.5
 draws the generated code before it is C++::
 
     for <i, r> in A:

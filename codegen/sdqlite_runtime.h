@@ -1,4 +1,4 @@
-// The C++ runtime of sdqlite's generated code (§6 "Destination-Passing Style & C++ Code
+// The C++ runtime of sdqlite's generated code (§5.5 "Destination-Passing Style & C++ Code
 // Generation"): the semiring operations of Fig. langs on nested dictionaries and dense
 // arrays, with the interpreter's semantics (semantics/values.py):
 //

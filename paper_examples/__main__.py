@@ -64,7 +64,7 @@ def catalog() -> list[tuple[str, list[tuple[str, str]]]]:
     return [("the paper's listings against numpy/scipy", [(e.name, e.title) for e in EXAMPLES]),
             ("differentiation", [(e.name, e.title) for e in AD_EXAMPLES]),
             ("optimization", [(e.name, e.title) for e in OPT_EXAMPLES]),
-            ("code generation (§6)", [(e.name, e.title) for e in CPP_EXAMPLES])]
+            ("code generation (§5.5)", [(e.name, e.title) for e in CPP_EXAMPLES])]
 
 
 def describe() -> str:
@@ -107,7 +107,7 @@ def main(names: Sequence[str] = ()) -> int:
               + (f"; failed: {', '.join(failed_opt)}" if failed_opt else ""))
     if chosen_cpp:
         print(f"{len(chosen_cpp) - len(failed_cpp)} of {len(chosen_cpp)} code generation "
-              "examples (§6) reach the paper's program, build no dictionary in inner loops "
+              "examples (§5.5) reach the paper's program, build no dictionary in inner loops "
               "and agree with numpy/scipy"
               + (f"; failed: {', '.join(failed_cpp)}" if failed_cpp else ""))
     return 1 if failed or failed_ad or failed_opt or failed_cpp else 0

@@ -1,4 +1,4 @@
-"""The paper's §6 listings, compiled: each example runs the whole pipeline of Fig. fig:arch
+"""The paper's §5.5 listings, compiled: each example runs the whole pipeline of Fig. fig:arch
 (differentiation, optimization, storage composition, normalization, DPS), prints the
 generated C++ kernel, runs it on random numpy/scipy data and compares the result with
 the gradient computed independently by numpy/scipy.  It also checks the paper's point
@@ -50,10 +50,10 @@ def _batax_data(rng: np.random.Generator) -> Data:
 
 
 CPP_EXAMPLES = [
-    CppExample("vvd_cpp", "§6: VVD w.r.t. a dense V1, V2 in COO", "vvd_cpp.sdql", "V1",
+    CppExample("vvd_cpp", "§5.5: VVD w.r.t. a dense V1, V2 in COO", "vvd_cpp.sdql", "V1",
                _vvd_data, lambda d: d["V2"],
                "sum(<_, i> in (0:V2_len)) { V2_row(i) -> V2_val(i) }"),
-    CppExample("batax_cpp", "§6: BATAX w.r.t. a dense X, A in CSR", "batax_cpp.sdql", "X",
+    CppExample("batax_cpp", "§5.5: BATAX w.r.t. a dense X, A in CSR", "batax_cpp.sdql", "X",
                _batax_data, lambda d: d["beta"] * (d["A"].T @ d["A"]),
                "sum(<_, i> in (0:A_len)) let r = sum(<p, j> in A_idx(A_pos(i):A_pos(i + 1))) "
                "{ j -> A_val(p) } in sum(<i1, v1> in r) { i1 -> sum(<i2, v2> in r) "

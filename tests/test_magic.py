@@ -111,13 +111,26 @@ def test_programs_are_shown_highlighted_and_without_data_when_declared(
     assert cpp.language == "cpp" and "#include" in cpp.data
 
 
-def test_opt_reads_formats_from_the_data_and_from_format(ip: InteractiveShell) -> None:
+def test_opt_composes_the_formats_it_is_given_and_cpp_those_of_the_data(
+        ip: InteractiveShell) -> None:
     ip.user_ns |= {"A": sp.random(6, 5, density=0.4, format="csr", random_state=1),
                    "x": np.linspace(-1.0, 1.0, 5)}
     composed = cell(ip, "--opt --format A=csr", MATVEC).data
     assert "A_pos" in composed and "A_idx" in composed
-    logical = cell(ip, "--opt", MATVEC).data
+    logical = cell(ip, "--opt", MATVEC).data  # declared inputs: their declared types
     assert "A_pos" not in logical
+    assert "A_pos" in cell(ip, "--cpp", MATVEC).data  # the scipy matrix is read as CSR
+    del ip.user_ns["A"]
+    assert "A_pos" not in cell(ip, "--cpp", MATVEC).data  # as declared: a dictionary
+
+
+def test_a_shown_program_reads_no_variable_of_a_declared_input(ip: InteractiveShell) -> None:
+    ip.user_ns["x"] = 0.7  # left over from another cell: not a dense array
+    text = cell(ip, "--anf", "x : {dense_int -> real}\nsum(<i, a> in x) a * a").data
+    assert "sum(<i, a> in x)" in text
+    ip.user_ns["y"] = np.array([1.0, 2.0])  # an undeclared input is typed by its variable
+    assert "y" in cell(ip, "--fad", "sum(<i, a> in y) a * a").data
+    assert "no notebook variable for input z" in render(ip, "--opt", "sum(<i, a> in z) a")[0]
 
 
 def render(ip: InteractiveShell, line: str, body: str) -> list[str]:
@@ -141,6 +154,9 @@ def test_missing_variables_and_inputs_are_named(ip: InteractiveShell) -> None:
     assert "--grad z: the program has no input z" in render(ip, "--grad z", "x : real\nx")[0]
     assert "choose one" in render(ip, "--opt --cpp", "x : real\nx")[0]
     assert "Python variable name" in render(ip, "-o 1x", "x : real\nx")[0]
+    assert "Python variable name" in render(ip, "-o class", "x : real\nx")[0]
+    assert "--opt --grad X" in render(ip, "--anf --grad x", "x : real\nx")[0]
+    assert "computes nothing" in render(ip, "--opt --backend cpp", "x : real\nx")[0]
     assert "--format" in render(ip, "--format x=dense", "x : real\nx")[0]
     assert "no expression" in render(ip, "", "x : real")[0]
 
@@ -156,9 +172,30 @@ def test_an_internal_error_is_one_line(ip: InteractiveShell, monkeypatch: Any) -
     assert line.startswith("sdqlite: internal error: RuntimeError: boom")
 
 
-def test_a_bad_option_is_a_usage_error(ip: InteractiveShell) -> None:
+def test_data_that_break_a_declaration_are_an_error_at_it(ip: InteractiveShell) -> None:
+    ip.user_ns["V"] = {0: 1.5}
+    lines = render(ip, "", "V : {dense_int -> real}\nsum(<i, a> in V) a")
+    assert lines[0].startswith("<cell>:1:1: error: input V")
+    assert lines[1] == "  V : {dense_int -> real}" and lines[2].startswith("  ^")
+
+
+@pytest.mark.parametrize("line", ["--bogus", '-o "y', "--backend fortran"])
+def test_a_bad_option_is_a_usage_error(ip: InteractiveShell, line: str) -> None:
     with pytest.raises(UsageError):
-        cell(ip, "--bogus", "x")
+        cell(ip, line, "x")
+
+
+def test_a_large_result_shows_its_first_entries_and_its_count(ip: InteractiveShell) -> None:
+    big: Any = sp.random(300, 300, density=0.05, format="csr", random_state=4)
+    ip.user_ns["B"] = big
+    shown = cell(ip, "", "B : {int -> {int -> real}}\nsum(<i, r> in B) { i -> r }")
+    text = repr(shown)
+    assert text.splitlines()[0] == f"csr_matrix of shape (300, 300), {big.nnz} stored entries"
+    assert len(text.splitlines()) == magic.ROWS + 2
+    first = big.tocoo()
+    first.sum_duplicates()  # (row-major order, as the table lists them)
+    row, col = first.row[0], first.col[0]
+    assert text.splitlines()[1] == f"  ({row}, {col}) -> {float(big[row, col])}"
 
 
 def test_run_cell_prints_the_message_and_no_traceback(

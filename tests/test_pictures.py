@@ -56,12 +56,28 @@ def test_spy_draws_a_vector_as_one_row_and_keeps_a_given_shape() -> None:
 @pytest.mark.parametrize(("data", "says"), [
     (np.zeros((2, 2, 2)), "3 dimensions"),
     ({0: {1: {2: 1.0}}}, "more than two layers"),
-    ({-1: 1.0}, "negative key"),
+    ({-1: 1.0}, "from 0 up"),
+    ({0.5: 1.0}, "integer keys"),
+    ({0: 1.0, 1: {2: 3.0}}, "mixes numbers and dictionaries"),
     ("A", "not str"),
 ])
 def test_spy_says_what_it_cannot_draw(data: object, says: str) -> None:
     with pytest.raises(DataError, match=says):
         sdqlite.spy(data)
+
+
+@pytest.mark.parametrize("shape", [(3,), (0, 2), (2.0, 2), "3x3"])
+def test_spy_says_what_a_shape_is(shape: object) -> None:
+    with pytest.raises(DataError, match="two positive integers"):
+        sdqlite.spy({0: 1.0}, shape=shape)  # type: ignore[arg-type]
+
+
+def test_spy_draws_each_stored_entry_once_zeros_included() -> None:
+    m = sp.coo_matrix((np.array([1.0, 2.0, 0.0]), (np.array([0, 0, 1]), np.array([1, 1, 2]))),
+                      shape=(2, 3))
+    ax = sdqlite.spy(m)  # (0, 1) stored twice, (1, 2) stores a zero: scipy keeps both
+    assert drawn(ax) == {(0, 1), (1, 2)} and ax.get_title() == "2 × 3, 2 stored"
+    plt.close("all")
 
 
 def test_spy_refuses_a_shape_smaller_than_the_value() -> None:
@@ -95,6 +111,13 @@ def test_the_loop_nest_reads_the_formats_of_the_data() -> None:
     nest = sdqlite.loop_nest(matvec, A, x)
     assert "A_pos : {dense_int -> int}" in nest and "A_idx(A_pos(" in nest
     assert "A_pos" not in sdqlite.loop_nest(matvec, A={0: {1: 1.0}}, x=x)  # a dictionary
+
+
+def test_loop_nest_s_options_are_not_inputs() -> None:
+    program = "dps : {int -> real}\nsum(<i, a> in dps) { i -> sin(a) }"
+    with pytest.raises(DataError, match="by position"):
+        sdqlite.loop_nest(program, dps={0: 1.0})  # type: ignore[arg-type]
+    assert " in dps:" in sdqlite.loop_nest(program, {0: 1.0})
 
 
 def test_an_input_called_result_keeps_its_name_and_the_destination_is_marked() -> None:

@@ -5,8 +5,9 @@ A chapter is a MyST notebook (read with jupytext).  Its cells tagged ``setup`` r
 then each exercise is a run of cells: ``given`` (what the exercise hands the reader),
 ``wrong`` (a plausible wrong answer, not shown on the site), ``solution`` (shown folded)
 and ``check``.  The test runs, in IPython (``%%sdql`` cells included), the setup, the
-given cells and the wrong answer, and asserts that the check fails; then the solution,
-and asserts that the check passes.  ``make docs`` executes every chapter whole as well.
+given cells and the wrong answer, and asserts that the check fails by an assertion;
+then, in a fresh namespace, the setup, the given cells and the solution, and asserts
+that the check passes.  ``make docs`` executes every chapter whole as well.
 """
 
 from __future__ import annotations
@@ -84,19 +85,27 @@ def test_there_are_eight_chapters_of_two_or_three_exercises_each() -> None:
 @pytest.mark.parametrize("exercise", ALL, ids=str)
 def test_the_check_rejects_the_wrong_answer_and_accepts_the_solution(
         shell: InteractiveShell, exercise: Exercise) -> None:
-    shell.reset(new_session=False)
+    """The check fails on the wrong answer by an assertion (not by an accident of the
+    answer's shape), and passes on the solution, each run from a fresh namespace."""
     here = Path.cwd()
     os.chdir(TUTORIAL)  # (as the build runs them)
     try:
-        for source in setup_cells(TUTORIAL / f"{exercise.chapter}.md") + exercise.cells["given"]:
-            assert run(shell, source) is None, source
-        for source in exercise.cells["wrong"]:
-            assert run(shell, source) is None, source
-        check = exercise.cells["check"][0]
-        assert run(shell, check) is not None, f"{exercise}: the check passes a wrong answer"
-        for source in exercise.cells["given"] + exercise.cells["solution"]:
-            assert run(shell, source) is None, source
-        error = run(shell, check)
-        assert error is None, f"{exercise}: the solution fails its check: {error!r}"
+        rejected = run_exercise(shell, exercise, "wrong")
+        assert isinstance(rejected, AssertionError), (
+            f"{exercise}: the check does not reject the wrong answer by an assertion: "
+            f"{rejected!r}")
+        accepted = run_exercise(shell, exercise, "solution")
+        assert accepted is None, f"{exercise}: the solution fails its check: {accepted!r}"
     finally:
         os.chdir(here)
+
+
+def run_exercise(shell: InteractiveShell, exercise: Exercise, answer: str
+                 ) -> BaseException | None:
+    """The chapter's setup, the exercise's given cells and an answer, in a fresh
+    namespace; then the check: its error, if any."""
+    shell.reset(new_session=False)
+    setup = setup_cells(TUTORIAL / f"{exercise.chapter}.md")
+    for source in setup + exercise.cells["given"] + exercise.cells[answer]:
+        assert run(shell, source) is None, source
+    return run(shell, exercise.cells["check"][0])

@@ -22,16 +22,20 @@ never a traceback.
 from __future__ import annotations
 
 import html
+import itertools
+import keyword
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any, cast
+from typing import Any
 
 import scipy.sparse
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import Code
 
+from codegen import inputs as I
 from codegen.api import compile as compile_
 from sdqlite.ad.anf import anf
 from sdqlite.ad.fad import fad, tangent_context
@@ -81,79 +85,113 @@ class SDQLiteMagics(Magics):
     @cell_magic
     def sdql(self, line: str, cell: str) -> Any:
         """Run the cell as an SDQLite program on the notebook's variables."""
-        args = parse_argstring(self.sdql, line)
         try:
-            shown, result = run_cell(cell, self.shell.user_ns if self.shell else {}, args)
+            args = parse_argstring(self.sdql, line)
+        except ValueError as err:  # (shlex: an unclosed quote)
+            raise UsageError(f"%%sdql {line}: {err}") from None
+        namespace = self.shell.user_ns if self.shell is not None else {}
+        try:
+            shown, result = run_cell(cell, namespace, args)
         except SDQLiteError as err:
             raise CellError(format_error(err, cell, err.file or CELL)) from None
-        except (KeyboardInterrupt, MemoryError):
-            raise
         except Exception as err:  # a bug of ours: one line, as the CLI says it
             if os.environ.get("SDQLITE_DEBUG"):
                 raise
             raise CellError(internal_error(err)) from None
-        if args.output and self.shell is not None:
+        if args.output is not None and self.shell is not None:
             self.shell.user_ns[args.output] = result
         return shown
 
 
+SHOWS = ("anf", "fad", "opt", "cpp")  # the options that show a program
+
+
 def run_cell(cell: str, namespace: Mapping[str, Any], args: Any) -> tuple[Any, Any]:
     """What the cell shows, and its result for ``-o``."""
-    if args.output is not None and not args.output.isidentifier():
+    if args.output is not None and (not args.output.isidentifier()
+                                    or keyword.iskeyword(args.output)):
         raise DataError(f"-o {args.output}: give a Python variable name")
-    shows = [o for o in ("anf", "fad", "opt", "cpp") if getattr(args, o)]
+    shows = [o for o in SHOWS if getattr(args, o)]
     if len(shows) > 1:
         raise DataError(f"--{shows[0]} and --{shows[1]}: choose one")
+    if shows and args.backend != "interp":
+        raise DataError(f"--backend chooses what computes the value; --{shows[0]} shows a "
+                        "program and computes nothing")
+    if args.grad is not None and shows and shows[0] in ("anf", "fad"):
+        raise DataError(f"--{shows[0]} shows the program before differentiation; the "
+                        "gradient's program is --opt --grad X (or --cpp --grad X)")
+    formats = _formats(args.format)
+    if formats and not (args.opt or args.cpp):
+        raise DataError("--format chooses storage for --opt and --cpp only")
     prog = parse_program(cell)
     if prog.expr is None:
         raise DataError("the cell has no expression to run" + (
             " (only input declarations)" if prog.decls else ""))
-    formats = _formats(args.format)
-    if formats and not (args.opt or args.cpp):
-        raise DataError("--format chooses storage for --opt and --cpp only")
-    # a program to show needs no data: declared inputs without a variable keep their type
-    given = _inputs(prog, namespace, args.grad, data=not shows)
     if shows:
-        return _shown_program(prog, given, args.grad, formats, shows[0])
-    result = (api.value_of(prog, given, args.backend) if args.grad is None
-              else api.gradient_of(prog, args.grad, given, args.backend))
+        return _shown_program(prog, namespace, args.grad, formats, shows[0])
+    try:
+        given = _inputs(prog, namespace, args.grad, _needed(prog, args.grad))
+        result = (api.value_of(prog, given, args.backend) if args.grad is None
+                  else api.gradient_of(prog, args.grad, given, args.backend))
+    except DataError as err:
+        raise _at_declaration(err, prog) from None
     shown = Shown(result) if scipy.sparse.issparse(result) or isinstance(
         result, dict | DenseArray) else result  # numbers and numpy arrays show themselves
     return shown, result
 
 
-def _inputs(prog: Program, namespace: Mapping[str, Any], wrt: str | None, data: bool
-            ) -> dict[str, Any]:
-    """The program's inputs, from the notebook's variables of the same names: all of
-    them (``data``), or those there are, when every other one is declared."""
+def _needed(prog: Program, wrt: str | None) -> set[str]:
+    """The inputs a run reads: the expression's free variables, and ``wrt``."""
     assert prog.expr is not None
-    declared = {d.name for d in prog.decls}
-    used = free_vars(prog.expr)
-    if wrt is not None and wrt not in declared | used:
+    used = set(free_vars(prog.expr))
+    if wrt is not None and wrt not in used | {d.name for d in prog.decls}:
         raise DataError(f"--grad {wrt}: the program has no input {wrt}")
-    needed = used | ({wrt} if wrt else set())
-    missing = sorted(x for x in needed if x not in namespace and (data or x not in declared))
+    return used | ({wrt} if wrt is not None else set())
+
+
+def _inputs(prog: Program, namespace: Mapping[str, Any], wrt: str | None,
+            names: set[str]) -> dict[str, Any]:
+    """The notebook's variables of these names (the inputs they stand for)."""
+    missing = sorted(x for x in names if x not in namespace)
     if missing:
+        declared = {d.name for d in prog.decls}
+        hint = "" if missing[0] in declared else f", or declare {missing[0]} : TYPE"
         raise DataError(f"no notebook variable for input {', '.join(missing)}: set "
                         f"{missing[0]} = … (a numpy array, a scipy matrix, a number or a "
-                        "value) in a Python cell first" + ("" if data else
-                                                           f", or declare {missing[0]} : TYPE"))
-    if not data and any(x not in namespace for x in needed):
-        return {}  # the declarations alone
-    return {x: namespace[x] for x in sorted(needed)}
+                        f"value) in a Python cell first{hint}")
+    return {x: namespace[x] for x in sorted(names)}
 
 
-def _shown_program(prog: Program, given: Mapping[str, Any], wrt: str | None,
+def _at_declaration(err: DataError, prog: Program) -> DataError:
+    """Data that do not fit an input's declaration: the error at that declaration."""
+    if err.span is None:
+        for d in prog.decls:
+            if err.message.startswith((f"input {d.name}:", f"input {d.name} ")):
+                err.span = d.span
+                break
+    return err
+
+
+def _shown_program(prog: Program, namespace: Mapping[str, Any], wrt: str | None,
                    formats: dict[str, str], show_: str) -> tuple[Code, str]:
-    """The program in ANF, F[e] of it, the optimized program or the generated C++, for
-    the inputs' data (their types, kinds and formats) or, without data, as declared."""
+    """The program in ANF, F[e] of it, the optimized program or the generated C++.
+    Declared inputs keep their declared types (a notebook variable of the same name is
+    not read); an undeclared input is typed by its variable.  The C++ is for the
+    variables' kinds and formats when the notebook has every input, else for the
+    declared formats."""
+    needed = _needed(prog, wrt)
+    declared = {d.name: d.type for d in prog.decls}
     compiled = compile_(prog, wrt, formats)
-    if show_ == "cpp":
-        text = compiled.cpp(dict(given) if given else None)
-        return Code(text, language="cpp"), text
-    ctx = {d.name: d.type for d in prog.decls}
-    if given:
-        ctx |= {x: a.type for x, a in compiled.read(given).items()}
+    try:
+        if show_ == "cpp":
+            whole = all(x in namespace for x in needed)
+            text = compiled.cpp(_inputs(prog, namespace, wrt, needed) if whole else None)
+            return Code(text, language="cpp"), text
+        ctx = dict(declared)
+        for x, value in _inputs(prog, namespace, wrt, needed - set(declared)).items():
+            ctx[x] = I.read(x, value, None).type
+    except DataError as err:
+        raise _at_declaration(err, prog) from None
     if show_ == "opt":
         stages = api.optimized(prog, ctx, wrt, formats)
         text = as_source(stages[-1].program, stages[-1].ctx or ctx)
@@ -182,36 +220,41 @@ def _formats(specs: list[str]) -> dict[str, str]:
 
 
 class Shown:
-    """A sparse result as the cell shows it: a table of its stored entries (keys, then
-    value) in HTML, the paper's notation (a value) or a list of entries (a scipy matrix)
-    as text."""
+    """A sparse result as the cell shows it: the first ``ROWS`` of its stored entries in
+    key order (keys, then value), as an HTML table or as text, and how many there are."""
 
     def __init__(self, value: Any) -> None:
         self.value = value
 
-    def __repr__(self) -> str:
+    def _head(self) -> tuple[str, list[tuple[tuple[int, ...], Any]], int]:
         v: Any = self.value
+        rows = list(itertools.islice(_rows(v), ROWS))
         if _sparse(v):
-            head = f"{type(v).__name__} of shape {v.shape}, {v.nnz} stored entries"
-            return "\n".join([head, *(f"  {k} -> {x}" for k, x in _rows(v))])
-        return show_value(v)
+            return f"{type(v).__name__} of shape {v.shape}", rows, _canonical(v).nnz
+        count = sum(1 for _ in _rows(v))
+        return ("a dictionary" if isinstance(v, dict) else "a dense array"), rows, count
+
+    def __repr__(self) -> str:
+        what, rows, count = self._head()
+        if not _sparse(self.value) and count <= ROWS:
+            return show_value(self.value)  # the paper's notation, whole
+        more = [f"  … {count - len(rows)} more entries"] if count > len(rows) else []
+        return "\n".join([f"{what}, {count} stored entries",
+                          *(f"  {k} -> {x}" for k, x in rows), *more])
 
     def _repr_html_(self) -> str:
-        v: Any = self.value
-        rows = list(_rows(v))
-        if not rows:
+        what, rows, count = self._head()
+        if not count:
             return "<code>{}</code>: no stored entries (a dictionary never stores a zero)"
-        depth = max((len(k) for k, _ in rows), default=1)
+        depth = max(len(k) for k, _ in rows)
         head = "".join(f"<th>key {i + 1}</th>" for i in range(depth)) + "<th>value</th>"
         body = "".join(
             "<tr>" + "".join(f"<td>{k}</td>" for k in keys) + f"<td>{x}</td></tr>"
-            for keys, x in rows[:ROWS])
-        more = len(rows) - ROWS
+            for keys, x in rows)
+        more = count - len(rows)
         note = (f"<tr><td colspan='{depth + 1}'>… {more} more entries</td></tr>"
                 if more > 0 else "")
-        what = (f"{type(v).__name__} of shape {v.shape}" if _sparse(v)
-                else "a dictionary" if isinstance(v, dict) else "a dense array")
-        caption = f"{html.escape(what)}: {len(rows)} stored entries"
+        caption = f"{html.escape(what)}: {count} stored entries"
         return (f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead>"
                 f"<tbody>{body}{note}</tbody></table>")
 
@@ -220,13 +263,23 @@ def _sparse(v: object) -> bool:
     return bool(scipy.sparse.issparse(v))  # (a bool: issparse narrows the type)
 
 
+def _canonical(v: Any) -> Any:
+    """A scipy matrix or 1-d array with its entries summed and in key order."""
+    m = scipy.sparse.csr_array(v) if v.ndim == 2 else scipy.sparse.coo_array(v)
+    m.sum_duplicates()
+    return m
+
+
 def _rows(v: Any) -> Iterator[tuple[tuple[int, ...], Any]]:
-    """The stored entries of a value or a scipy matrix, keys in order."""
-    if scipy.sparse.issparse(v):
-        m = scipy.sparse.coo_array(cast(Any, v))
-        m.sum_duplicates()
-        for *at, x in sorted(zip(*m.coords, m.data, strict=True)):
-            yield tuple(int(k) for k in at), float(x)
+    """The stored entries of a value or a scipy matrix, keys in order, one at a time."""
+    if _sparse(v):
+        m = _canonical(v)
+        if m.ndim == 1:
+            yield from (((int(k),), float(x)) for k, x in zip(m.coords[0], m.data, strict=True))
+            return
+        for i in range(m.shape[0]):
+            for p in range(m.indptr[i], m.indptr[i + 1]):
+                yield (i, int(m.indices[p])), float(m.data[p])
         return
     if isinstance(v, dict | DenseArray):
         for k, inner in entries(v):

@@ -31,7 +31,12 @@ def spy(value: Any, *, ax: Axes | None = None, shape: tuple[int, int] | None = N
         title: str | None = None, markersize: float | None = None) -> Axes:
     """Draw the stored entries of ``value`` (a matrix, or a vector as one row) on ``ax``
     (a new figure's when not given); ``shape`` fixes the picture's size for a value whose
-    keys do not (a dictionary's largest keys are the default)."""
+    keys do not (a dictionary's largest keys are the default).  An entry a scipy matrix
+    stores is drawn even when it holds zero."""
+    if shape is not None and not (
+            isinstance(shape, tuple) and len(shape) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape)):
+        raise DataError(f"shape={shape!r}: give (rows, columns), two positive integers")
     try:
         import matplotlib.pyplot as plt
     except ImportError:
@@ -39,9 +44,10 @@ def spy(value: Any, *, ax: Axes | None = None, shape: tuple[int, int] | None = N
                         "pip install 'sdqlite[plot]'") from None
     m = _matrix(value, shape)
     if ax is None:
-        _, ax = plt.subplots(figsize=(4, 4 * min(1.0, max(0.15, m.shape[0] / max(1, m.shape[1])))))
+        _, ax = plt.subplots(figsize=(4, 4 * min(1.0, max(0.15, m.shape[0] / m.shape[1]))))
     if m.nnz:
-        ax.spy(cast(Any, m), markersize=markersize if markersize is not None else _size(m.shape),
+        ax.spy(cast(Any, m), precision="present",
+               markersize=markersize if markersize is not None else _size(m.shape),
                aspect="auto" if min(m.shape) == 1 else "equal")
     else:
         ax.set_xlim(-0.5, m.shape[1] - 0.5)
@@ -57,12 +63,13 @@ def _size(shape: tuple[int, int]) -> float:
 
 
 def _matrix(value: Any, shape: tuple[int, int] | None) -> scipy.sparse.coo_array:
-    """The stored entries of ``value`` as a 2-d COO array."""
+    """The stored entries of ``value`` as a 2-d COO array, each once."""
     if scipy.sparse.issparse(value):
         m = scipy.sparse.coo_array(cast(Any, value))
         if m.ndim == 1:
             m = scipy.sparse.coo_array((m.data, (np.zeros_like(m.coords[0]), m.coords[0])),
                                        shape=(1, m.shape[0]))
+        m.sum_duplicates()
     elif isinstance(value, np.ndarray):
         if value.ndim not in (1, 2):
             raise DataError(f"spy draws a matrix or a vector; this array has {value.ndim} "
@@ -70,29 +77,49 @@ def _matrix(value: Any, shape: tuple[int, int] | None) -> scipy.sparse.coo_array
         m = scipy.sparse.coo_array(np.atleast_2d(value))
         m.eliminate_zeros()
     elif isinstance(value, dict | DenseArray):
-        rows, cols = [], []
-        for k, inner in entries(value):
-            if isinstance(inner, dict | DenseArray):
-                for j, x in entries(inner):
-                    if isinstance(x, dict | DenseArray):
-                        raise DataError("spy draws a matrix or a vector; this value has "
-                                        "more than two layers")
-                    rows.append(k)
-                    cols.append(j)
-            else:
-                rows.append(0)
-                cols.append(k)
-        if any(k < 0 for k in rows + cols):
-            raise DataError("spy draws keys from 0 up; this value has a negative key")
+        rows, cols = _keys(value)
         size = (max(rows, default=-1) + 1, max(cols, default=-1) + 1)
         m = scipy.sparse.coo_array((np.ones(len(rows)), (rows, cols)),
-                                   shape=shape or (max(1, size[0]), max(1, size[1])))
+                                   shape=(max(1, size[0]), max(1, size[1])))
     else:
         raise DataError(f"spy draws a matrix or a vector (an SDQLite value, a numpy array "
                         f"or a scipy matrix), not {type(value).__name__}")
     if shape is not None and (shape[0] < m.shape[0] or shape[1] < m.shape[1]):
         raise DataError(f"shape={shape} is smaller than the value's {m.shape}")
     return scipy.sparse.coo_array((m.data, m.coords), shape=shape or m.shape)
+
+
+def _keys(value: dict[Any, Any] | DenseArray) -> tuple[list[int], list[int]]:
+    """The (row, column) of each stored entry of a vector (row 0) or a matrix value."""
+    rows: list[int] = []
+    cols: list[int] = []
+    layers = set()
+    for k, inner in entries(value):
+        _key(k)
+        if isinstance(inner, dict | DenseArray):
+            layers.add(2)
+            for j, x in entries(inner):
+                _key(j)
+                if isinstance(x, dict | DenseArray):
+                    raise DataError("spy draws a matrix or a vector; this value has more "
+                                    "than two layers")
+                rows.append(k)
+                cols.append(j)
+        else:
+            layers.add(1)
+            rows.append(0)
+            cols.append(k)
+    if len(layers) > 1:
+        raise DataError("spy draws a matrix or a vector; this value mixes numbers and "
+                        "dictionaries in one layer (it has no SDQLite type)")
+    return rows, cols
+
+
+def _key(k: object) -> None:
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise DataError(f"spy draws integer keys; this value has the key {k!r}")
+    if k < 0:
+        raise DataError(f"spy draws keys from 0 up; this value has the key {k}")
 
 
 def loop_nest(program: str | Path | Program, /, *args: Any, wrt: str | None = None,
@@ -102,6 +129,11 @@ def loop_nest(program: str | Path | Program, /, *args: Any, wrt: str | None = No
     ``dps=False``, the paper's red listing: every sum builds its own accumulator): the
     program over the inputs' storage (``A_pos``, ``A_idx``, … for a CSR matrix), one line
     per statement."""
+    if not isinstance(dps, bool) or not (wrt is None or isinstance(wrt, str)) or not (
+            formats is None or isinstance(formats, dict)):
+        raise DataError("wrt=, formats= and dps= are loop_nest's options (a name, a dict of "
+                        "formats, True or False): give an input of one of these names by "
+                        "position")
     prog = api.program_of(program)
     compiled = compile_(prog, wrt, formats, dps=dps)
     given = bind(prog, args, inputs)
