@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         m = Module.load(name)
         print(describe(m, int(number)), flush=True)
         install([m], {name: int(number)})
-        fresh_plans()
+        fresh_plans(args.mutant)
         return int(pytest.main(["-x", "-q", "-p", "no:cacheprovider",
                                 *(args.tests or [str(ROOT / s) for s in SUITE])]))
     # a new run's log (not --list's or --mutant's: a run may be going on beside them)

@@ -27,7 +27,7 @@ def main() -> int:
 
     module, number = os.environ["SDQLITE_MUTANT"].split(":")
     install([Module.load(module)], {module: int(number)})
-    fresh_plans()
+    fresh_plans(f"{module}:{number}")
     plugin = _Plugin(int(os.environ["SDQLITE_MUTANT_PIPE"]))
     code = pytest.main([*PYTEST_ARGS, *sys.argv[1:]], plugins=[plugin])
     return plugin.code or (2 if code not in (0, 5) else 0)

@@ -314,7 +314,7 @@ class MutatePlugin:
                                                *j.tests], env)
                 setattr(sys.modules[j.module], GLOBAL, j.number)
                 _clear_caches()
-                fresh_plans()
+                fresh_plans(f"{j.module}:{j.number}")
                 os._exit(run_items([items[t] for t in j.tests], write, limits))
             except BaseException:
                 os._exit(3)
@@ -379,16 +379,21 @@ def _drain(fd: int) -> bytes:
         return b""
 
 
-def fresh_plans() -> None:
-    """A mutant's run makes every optimized program anew: a plan stored by the unmutated
+def fresh_plans(mutant: str) -> None:
+    """A mutant's run makes its optimized programs anew: a plan stored by the unmutated
     recording (``codegen/plans.py``, keyed by the sources on disk, which a planted mutant
-    leaves as they are) hid the optimizer's mutants from every test that compiles."""
+    leaves as they are) hid the optimizer's mutants from every test that compiles.  The
+    plans a mutant stores are its own (their key names it), and found again within its
+    run: a test that a second call reuses the first's plan holds under a mutant too (with
+    no plan ever found, it failed for every mutant it reached, a kill that was not)."""
     import codegen.plans
 
-    def stored(name: str) -> None:
-        return None
+    sources = codegen.plans.version
 
-    setattr(codegen.plans, "load", stored)  # noqa: B010 - a module's function, replaced
+    def version() -> str:
+        return f"{sources()}+{mutant}"
+
+    setattr(codegen.plans, "version", version)  # noqa: B010 - a module's function, replaced
 
 
 def _clear_caches() -> None:

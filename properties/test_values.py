@@ -4,7 +4,7 @@ the oracle's comparisons rest on them:
 * ``values_equal`` is exact over the rationals (two different fractions are different,
   however close their floats); a relative tolerance alone is one; with tolerances, an
   entry on one side only counts as zero when it is within ``abs_tol`` of it, the bound
-  included; values of different
+  included, and neither side is changed by the comparison; values of different
   kinds (a number, a dictionary, a dense array) are never equal, and comparing them
   raises nothing; dense arrays are equal entry by entry at the same positions; a sympy
   expression equals the number it simplifies to, on either side.
@@ -43,7 +43,7 @@ from unittest.mock import patch
 import numpy as np
 import pytest
 import sympy
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from properties.generators import values
@@ -90,6 +90,9 @@ def test_values_equal_is_exact_over_the_rationals(a: Fraction, b: Fraction) -> N
 @given(fractions.filter(bool))
 def test_an_entry_on_one_side_is_zero_within_abs_tol_bound_included(a: Fraction) -> None:
     tol = abs(float(a))
+    left, right = {0: {2: a}}, {0: {1: a, 2: a}}  # (issue 30: a lookup that inserts)
+    assert values_equal(left, right, abs_tol=tol)
+    assert left == {0: {2: a}} and right == {0: {1: a, 2: a}}, "the comparison changed them"
     assert values_equal({0: a}, {}, abs_tol=tol)
     assert values_equal({}, {0: {1: a}}, abs_tol=tol)
     assert not values_equal({0: a}, {}, abs_tol=tol / 2)
@@ -194,6 +197,7 @@ def test_a_dense_array_has_one_canonical_form(case: tuple[Type, Value], start: i
 DENSE2 = DictT(DictT(REAL, dense=True), dense=True)
 
 
+@example(dense([dense([0.0, 5.0], 2), dense([0.0], 1)], 3))  # views: starts past 0
 @given(values(DENSE2, exact=True))
 def test_only_arrays_under_a_dictionary_forget_their_extents(v: Value) -> None:
     """``inner_extents_forgotten`` keeps a top-level array and the arrays in it (their
@@ -293,6 +297,8 @@ def with_a_stored_zero(draw: st.DrawFn) -> tuple[Type, Value, Value, tuple[int, 
     return t, v, planted[0], planted[1]
 
 
+@example((DictT(DictT(REAL), dense=True), dense([{}, {1: 2.0}], 2), dense([{}, {1: 0.0}], 2),
+          (3, 1)))  # an array starting at 2: the zero is at position 3
 @given(with_a_stored_zero())
 def test_stored_zero_finds_the_one_zero_entry_of_a_value(
         case: tuple[Type, Value, Value, tuple[int, ...]]) -> None:

@@ -700,3 +700,21 @@ def test_rows_appended_in_order_stay_on_one_thread() -> None:
     got: Any = f(V=np.arange(1.0, 2.0 + 2**16))
     assert isinstance(got, sp.csr_array) and np.array_equal(got.diagonal(),
                                                             np.arange(1.0, 2.0 + 2**16))
+
+
+@pytest.mark.parametrize("source", [
+    "x : real\nsin(let x = x * 2.0 in x)",                          # a unary operation's argument
+    "x : real\nV : {int -> real}\nV(let x = 1 in x) * x",           # a lookup's key (an int x)
+    "x : real\nlet y = x in sum(<i, a> in {0 -> 1.0}) a * (let x = y * 3.0 in x)",
+])
+@pytest.mark.parametrize("dps", [True, False])
+def test_a_let_in_a_value_s_place_shadows_the_name_it_binds(source: str, dps: bool) -> None:
+    """A ``let`` that rebinds a name in scope (an input), where the lowering needs its
+    value (the argument of an operation, a lookup's key, a factor): its body reads the
+    new binding, compiled as interpreted (issue 30's class 2; a lowering that kept the
+    outer binding survived every generated program)."""
+    inputs: dict[str, Any] = {"x": 0.3, "V": {1: 2.0, 0: 7.0}}
+    prog = parse_program(source)
+    given = {d.name: inputs[d.name] for d in prog.decls}
+    want = sdqlite.evaluate(source, **given)
+    assert sdqlite.compile(source, dps=dps, optimize=False)(**given) == pytest.approx(want)
