@@ -219,6 +219,11 @@ _CANCEL = Sum("k", "v", Var("V"), Add(Single(Var("k"), Var("v")),
 @example((Generated(SHAPE_CTX, _CANCEL, DictT(REAL)),
           {**{x: V.zero_of(t, FRACTION) for x, t in SHAPE_CTX.items()},
            "V": {0: Fraction(2), 3: Fraction(1, 2)}}), True).via("adds that cancel")
+@example((Generated(SHAPE_CTX, parse_expr("sum(<k, v> in V) { k -> V(let k = 0 in k) }"),
+                    DictT(REAL)),
+          {**{x: V.zero_of(t, FRACTION) for x, t in SHAPE_CTX.items()},
+           "V": {0: Fraction(2), 3: Fraction(1, 2)}}), True).via(
+    "a let in a value's place (a key) shadows the sum's key: its body reads the let's")
 def test_lowered_statements_add_the_programs_value(case: tuple[Generated, dict[str, Value]],
                                                    dps: bool) -> None:
     _assert_lowered_adds_the_value(case, dps)
