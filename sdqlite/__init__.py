@@ -76,7 +76,8 @@ def load_ipython_extension(shell: Any) -> None:
     load(shell)
 
 
+# (load_ipython_extension is IPython's hook for %load_ext, not a function to call)
 __all__ = ["BuildError", "CodegenError", "DataError", "DiffError", "EvalError", "ParseError",
            "SDQLTypeError", "SDQLiteError", "__version__", "check", "compile", "evaluate",
-           "grad", "load_ipython_extension", "loop_nest", "parse_expr", "parse_program",
-           "parse_type", "show", "spy", "synth", "typecheck"]
+           "grad", "loop_nest", "parse_expr", "parse_program", "parse_type", "show", "spy",
+           "synth", "typecheck"]

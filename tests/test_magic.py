@@ -16,6 +16,7 @@ from IPython.display import Code
 
 from sdqlite.ui import api, magic
 
+pytestmark = pytest.mark.usefixtures("quick_builds")  # (--backend cpp compiles)
 DOT = "x : {dense_int -> real}\nsum(<i, a> in x) a * a"
 MATVEC = ("A : {int -> {int -> real}}\nx : {dense_int -> real}\n"
           "sum(<i, r> in A) { i -> sum(<j, a> in r) a * x(j) }")

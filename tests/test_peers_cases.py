@@ -5,7 +5,9 @@ system's largest case by rungs that double what it stores until one cannot compl
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -17,17 +19,24 @@ from benchmarks.peers.cases import (
     data_for,
     nnz_of,
     skip_reason,
-    sweeps,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
 LIMITS = {"budget_gib": 8.0, "max_seconds": 3.0, "max_work": 6e7, "interp_work": 1e5,
           "gflops": 20.0}
 
 
 def test_the_harness_needs_no_framework_to_plan_its_cases() -> None:
-    cases = sweeps(quick=True, mtx_dir=None)
-    assert {c.sweep for c in cases} == {"density", "dimension", "datasets"}
-    assert not {"torch", "jax", "tensorflow", "matplotlib"} & set(sys.modules)
+    """In a process of its own: other tests of a run import matplotlib (sdqlite.spy)."""
+    check = ("import sys\n"
+             "from benchmarks.peers.cases import sweeps\n"
+             "cases = sweeps(quick=True, mtx_dir=None)\n"
+             "assert {c.sweep for c in cases} == {'density', 'dimension', 'datasets'}\n"
+             "loaded = {'torch', 'jax', 'tensorflow', 'matplotlib'} & set(sys.modules)\n"
+             "assert not loaded, loaded\n")
+    done = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_table_datasets_have_their_exact_sizes_and_are_reproducible() -> None:

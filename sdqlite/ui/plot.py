@@ -32,7 +32,12 @@ def spy(value: Any, *, ax: Axes | None = None, shape: tuple[int, int] | None = N
     """Draw the stored entries of ``value`` (a matrix, or a vector as one row) on ``ax``
     (a new figure's when not given); ``shape`` fixes the picture's size for a value whose
     keys do not (a dictionary's largest keys are the default).  An entry a scipy matrix
-    stores is drawn even when it holds zero."""
+    stores is drawn even when it holds zero.
+
+    >>> ax = sdqlite.spy({0: {1: 2.0}, 2: {0: 1.0}})
+    >>> ax.get_title()
+    '3 × 2, 2 stored'
+    """
     if shape is not None and not (
             isinstance(shape, tuple) and len(shape) == 2
             and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape)):
@@ -128,7 +133,16 @@ def loop_nest(program: str | Path | Program, /, *args: Any, wrt: str | None = No
     inputs (by position or by name), after destination-passing style (or, with
     ``dps=False``, the paper's red listing: every sum builds its own accumulator): the
     program over the inputs' storage (``A_pos``, ``A_idx``, … for a CSR matrix), one line
-    per statement."""
+    per statement.
+
+    >>> print(sdqlite.loop_nest("V : {int -> real}\\nsum(<i, a> in V) { i -> a * a }",
+    ...                         {0: 2.0}), end="")
+    V : {int -> real}
+    result : {int -> real}  (the destination)
+    for <k1, v2> in V:
+      result[k1] += v2 * v2
+    prune result
+    """
     if not isinstance(dps, bool) or not (wrt is None or isinstance(wrt, str)) or not (
             formats is None or isinstance(formats, dict)):
         raise DataError("wrt=, formats= and dps= are loop_nest's options (a name, a dict of "
