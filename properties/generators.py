@@ -22,7 +22,9 @@ By default names collide (issue 30, class 2): inputs are named like generated C+
 (``result``, ``kernel``, ``std``, ``main``, ``errno``, ...) or like an earlier input's
 flat arrays in a storage format (``V1_pos``), and binders of sums, maps, lets and
 storage definitions are often an input's or an outer binder's name, which they shadow
-(``flat_named`` renames a case's input after another's flat array, both read). Dense
+(``flat_named`` renames a case's input after another's flat array, both read), also
+where the lowering needs a value: ``(let x = e0 in x + e1) * e2`` rebinds a name x in
+scope inside an operand (the production ``shadow``). Dense
 arrays are often views, and views of views, of inputs, literals and ranges that start
 elsewhere than 0 (class 3), and dictionaries of arrays (``ARRAYS``) are inputs, domains
 and results (class 4). ``FRESH`` and ``LOGICAL_FRESH`` are the programs without these,
@@ -334,6 +336,13 @@ def _binder(draw: Draw, names: Names, stem: str, ctx: Ctx, lang: Lang,
     return names.fresh(draw, stem)
 
 
+def _shadowable(ctx: Ctx, t: Type) -> list[tuple[Type, Type, str]]:
+    """The ways to write t as t1 * t2 with a name of type t1 in scope to rebind."""
+    if not is_semiring(t):
+        return []
+    return [(t1, t2, x) for t1, t2 in splits(t) for x in sorted(ctx) if ctx[x] == t1]
+
+
 def _bind(ctx: Ctx, **binds: Type) -> Ctx:
     return {**ctx, **{x: t for x, t in binds.items() if x != "_"}}
 
@@ -368,6 +377,8 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
         options += ["gradient"]
     if not lang.generic and is_semiring(t) and scalar_of(t) == REAL:
         options += ["cancel"] + (["count", "miss"] if t == REAL else [])
+    if lang.collide and _shadowable(ctx, t):
+        options += ["shadow"]
     choice = draw(st.sampled_from(options))
     match choice:
         case "leaf":
@@ -421,6 +432,10 @@ def gen(draw: Draw, ctx: Ctx, t: Type, depth: int, names: Names,
         case "mul":  # e1 * e2 : D1 ⊗ D2
             t1, t2 = draw(st.sampled_from(splits(t)))
             return Mul(rec(ctx, t1), rec(ctx, t2))
+        case "shadow":  # (let x = e0 in x + e1) * e2, x a name in scope: a let where DPS
+            # needs its value (an operand), rebinding a name its body reads
+            t1, t2, x = draw(st.sampled_from(_shadowable(ctx, t)))
+            return Mul(Let(x, rec(ctx, t1), Add(Var(x), rec(ctx, t1))), rec(ctx, t2))
         case "unop":
             op = draw(st.sampled_from(sorted(OP_ARGS)))
             return UnOp(op, OP_ARGS[op](rec(ctx, REAL)))
