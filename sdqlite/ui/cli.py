@@ -20,7 +20,13 @@ from sdqlite.opt.pipeline import Limits
 from sdqlite.paths import read_source
 from sdqlite.syntax.ast import free_vars
 from sdqlite.syntax.parser import Program, parse_program
-from sdqlite.ui.session import HELP, declared_types, read_input, read_raw_input
+from sdqlite.ui.session import (
+    HELP,
+    declared_types,
+    read_formats,
+    read_input,
+    read_raw_input,
+)
 from semantics.run import Input
 
 if TYPE_CHECKING:
@@ -76,20 +82,10 @@ def _raw_inputs(program: Program, specs: Sequence[str]) -> dict[str, object]:
     return dict(read_raw_input(s, declared.get(s.partition("=")[0].strip())) for s in specs)
 
 
-def _formats(specs: Sequence[str]) -> dict[str, str]:
-    out = {}
-    for s in specs:
-        name, sep, fmt = s.partition("=")
-        if not sep or not name.strip() or not fmt.strip():
-            raise DataError(f"expected --format NAME=FORMAT, found {s!r}")
-        out[name.strip()] = fmt.strip()
-    return out
-
-
 def _options(args: argparse.Namespace, wrt: str | None) -> tuple[tuple[str, Any], ...]:
     """The compile options the command line gives (``sdqlite.ui.api.Options``)."""
     stem = Path(args.file).stem if args.file != "-" else "stdin"
-    return (("formats", tuple(sorted(_formats(args.format).items()))),
+    return (("formats", tuple(sorted(read_formats(args.format).items()))),
             ("optimize", not args.no_opt), ("normalize", not args.no_normalize),
             ("dps", not args.no_dps), ("name", stem + (f"_wrt_{wrt}" if wrt else "")),
             ("threads", args.threads))
@@ -198,7 +194,7 @@ def cmd_opt(args: argparse.Namespace) -> int:
     text, _ = _source(args)
     prog = parse_program(text)
     ctx = context(prog, _inputs(prog, args.input))
-    stages = optimized(prog, ctx, args.wrt, _formats(args.format),
+    stages = optimized(prog, ctx, args.wrt, read_formats(args.format),
                        Limits(args.iter_limit, args.node_limit, args.time_limit))
     if args.stages:
         print(describe(stages), file=sys.stderr)

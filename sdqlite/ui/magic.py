@@ -38,7 +38,6 @@ from IPython.display import Code
 from codegen import inputs as I
 from codegen.api import compile as compile_
 from sdqlite.ad.anf import anf
-from sdqlite.ad.fad import fad, tangent_context
 from sdqlite.ad.gradient import expand
 from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import DataError, SDQLiteError, format_error, internal_error
@@ -46,8 +45,8 @@ from sdqlite.opt.pipeline import as_source
 from sdqlite.syntax.ast import free_vars
 from sdqlite.syntax.parser import Program, parse_program
 from sdqlite.syntax.printer import show
-from sdqlite.syntax.types import REAL
 from sdqlite.ui import api
+from sdqlite.ui.session import forward_mode, read_formats
 from semantics.display import show_value
 from semantics.values import DenseArray, entries
 
@@ -120,7 +119,7 @@ def run_cell(cell: str, namespace: Mapping[str, Any], args: Any) -> tuple[Any, A
     if args.grad is not None and shows and shows[0] in ("anf", "fad"):
         raise DataError(f"--{shows[0]} shows the program before differentiation; the "
                         "gradient's program is --opt --grad X (or --cpp --grad X)")
-    formats = _formats(args.format)
+    formats = read_formats(args.format)
     if formats and not (args.opt or args.cpp):
         raise DataError("--format chooses storage for --opt and --cpp only")
     prog = parse_program(cell)
@@ -130,7 +129,7 @@ def run_cell(cell: str, namespace: Mapping[str, Any], args: Any) -> tuple[Any, A
     if shows:
         return _shown_program(prog, namespace, args.grad, formats, shows[0])
     try:
-        given = _inputs(prog, namespace, args.grad, _needed(prog, args.grad))
+        given = _inputs(prog, namespace, _needed(prog, args.grad))
         result = (api.value_of(prog, given, args.backend) if args.grad is None
                   else api.gradient_of(prog, args.grad, given, args.backend))
     except DataError as err:
@@ -149,8 +148,8 @@ def _needed(prog: Program, wrt: str | None) -> set[str]:
     return used | ({wrt} if wrt is not None else set())
 
 
-def _inputs(prog: Program, namespace: Mapping[str, Any], wrt: str | None,
-            names: set[str]) -> dict[str, Any]:
+def _inputs(prog: Program, namespace: Mapping[str, Any], names: set[str]
+            ) -> dict[str, Any]:
     """The notebook's variables of these names (the inputs they stand for)."""
     missing = sorted(x for x in names if x not in namespace)
     if missing:
@@ -185,10 +184,10 @@ def _shown_program(prog: Program, namespace: Mapping[str, Any], wrt: str | None,
     try:
         if show_ == "cpp":
             whole = all(x in namespace for x in needed)
-            text = compiled.cpp(_inputs(prog, namespace, wrt, needed) if whole else None)
+            text = compiled.cpp(_inputs(prog, namespace, needed) if whole else None)
             return Code(text, language="cpp"), text
         ctx = dict(declared)
-        for x, value in _inputs(prog, namespace, wrt, needed - set(declared)).items():
+        for x, value in _inputs(prog, namespace, needed - set(declared)).items():
             ctx[x] = I.read(x, value, None).type
     except DataError as err:
         raise _at_declaration(err, prog) from None
@@ -197,23 +196,9 @@ def _shown_program(prog: Program, namespace: Mapping[str, Any], wrt: str | None,
         text = as_source(stages[-1].program, stages[-1].ctx or ctx)
         return Code(text, language="sdql"), text
     assert prog.expr is not None
-    elab, _ = typecheck(expand(typecheck(prog.expr, ctx)[0], ctx), ctx)
-    e = anf(elab)
-    if show_ == "fad":  # each input x's tangent is x' (Fig. fig:forward_diffrules)
-        e, names = fad(e, ctx)
-        typecheck(e, tangent_context(ctx, REAL, names))  # (F[e] is well typed: Lemma 1)
-    text = show(e)
+    elab = expand(typecheck(prog.expr, ctx)[0], ctx)
+    text = show(forward_mode(elab, ctx)[0] if show_ == "fad" else anf(elab))
     return Code(text, language="sdql"), text
-
-
-def _formats(specs: list[str]) -> dict[str, str]:
-    out = {}
-    for s in specs:
-        name, sep, fmt = s.partition("=")
-        if not sep or not name.strip() or not fmt.strip():
-            raise DataError(f"expected --format NAME=FORMAT, found {s!r}")
-        out[name.strip()] = fmt.strip()
-    return out
 
 
 # ---- showing a result ----------------------------------------------------------------------

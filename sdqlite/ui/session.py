@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,25 @@ def _split(spec: str, option: str = "--input") -> tuple[str, str]:
         eq = " = " if option == ":input" else "="
         raise DataError(f"{option}: expected NAME{eq}PATH or NAME{eq}VALUE, found {spec!r}")
     return name, rhs
+
+
+def forward_mode(elab: Expr, ctx: dict[str, Type]) -> tuple[Expr, Type]:
+    """Scalar forward mode F[e] of an elaborated expression's ANF (Fig.
+    fig:forward_diffrules; each input x's tangent is x'), and its type (``:fad``,
+    ``%%sdql --fad``)."""
+    tangent, names = fad(anf(elab), ctx)
+    return tangent, typecheck(tangent, tangent_context(ctx, REAL, names))[1]
+
+
+def read_formats(specs: Sequence[str]) -> dict[str, str]:
+    """``--format NAME=FORMAT`` options (the command line's, ``%%sdql``'s) by input."""
+    out = {}
+    for s in specs:
+        name, sep, fmt = s.partition("=")
+        if not sep or not name.strip() or not fmt.strip():
+            raise DataError(f"expected --format NAME=FORMAT, found {s!r}")
+        out[name.strip()] = fmt.strip()
+    return out
 
 
 def declared_types(program: Program) -> dict[str, Type]:
@@ -172,11 +192,7 @@ class Session:
             case "anf":
                 return show(anf(self._elaborate(arg, ":anf EXPR")[0]))
             case "fad":
-                elab, t = self._elaborate(arg, ":fad EXPR")
-                ctx = self._ctx()
-                tangent, names = fad(anf(elab), ctx)
-                tan_ctx = tangent_context(ctx, REAL, names)
-                _, dt = typecheck(tangent, tan_ctx)
+                tangent, dt = forward_mode(self._elaborate(arg, ":fad EXPR")[0], self._ctx())
                 return f"{show(tangent)}\n  : {dt}"
             case "grad" | "gradient":
                 body, _, x = arg.rstrip().rpartition(" ")
