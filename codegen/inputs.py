@@ -280,7 +280,7 @@ def check_sparse(name: str, x: Any, threads: int = 1) -> Sparse:
             D.address(coords[0]), coords[0].itemsize,
             None if inner_c is None else D.address(inner_c),
             8 if inner_c is None else inner_c.itemsize, D.address(vals), len(vals),
-            shape[0], shape[-1], facts, _check_threads(len(vals), threads))
+            shape[0], shape[-1], facts, _check_threads(len(vals), threads), 0)
         arrays = (*coords, vals)
         keys = (_range(facts, 3),) if x.ndim == 1 else (_range(facts, 3), _range(facts, 1))
     if code != 0:
@@ -434,9 +434,8 @@ def _checker() -> Any:
     args: list[Any] = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                        ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                        ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]
-    lib.sdql_check_compressed.argtypes = [*args, ctypes.c_int64]  # exact: no fast path
-    lib.sdql_check_coo.argtypes = args
     for fn in (lib.sdql_check_compressed, lib.sdql_check_coo):
+        fn.argtypes = [*args, ctypes.c_int64]  # exact: no fast path
         fn.restype = ctypes.c_int64
     return lib
 

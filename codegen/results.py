@@ -8,8 +8,9 @@ Result layers have storage formats as inputs do (DESIGN.md, "Results have format
   vec     a dictionary result whose outer layer's size is known: the kernel accumulates
           into an array of its rows (``sdql::vec``), short sorted rows or hash maps below
   rows    the same for a matrix of scalars whose rows the kernel writes in key order
-          (``in_order``): each row is appended to CSR arrays when the next starts
-          (``sdql::csr``), and those arrays come back as they are
+          (``in_order``): each row is written at the end of the CSR arrays themselves,
+          made sorted when the next starts (``sdql::csr``), and those arrays come back
+          as they are
   value   anything else, built by the kernel and handed back as its buffers
 
 A destination of known size is used only where it fits in memory (the size of a layer

@@ -599,10 +599,24 @@ template <class V> arr<V> flat(void* const* data, const i64* lens, i64& next) {
 
 inline std::atomic<i64> outputs_live{0};  // results made and not yet released
 
+// An allocator whose resize() leaves new numbers unset (a kernel writes them next): a
+// result's arrays are sized to what they may hold without a pass that zeroes them.
+template <class T> struct uninit : std::allocator<T> {
+  using value_type = T;
+  template <class U> struct rebind { using other = uninit<U>; };
+  uninit() = default;
+  template <class U> uninit(const uninit<U>&) noexcept {}
+  template <class U, class... A> void construct(U* p, A&&... a) {
+    if constexpr (sizeof...(A) == 0) ::new (static_cast<void*>(p)) U;
+    else ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+template <class T> using buffer = std::vector<T, uninit<T>>;
+
 struct output {
-  std::vector<std::vector<i64>> index;  // ptr, idx per layer
-  std::vector<double> reals;
-  std::vector<i64> ints;
+  std::vector<buffer<i64>> index;  // ptr, idx per layer
+  buffer<double> reals;
+  buffer<i64> ints;
   output() { ++outputs_live; }
   ~output() { --outputs_live; }
   output(const output&) = delete;
@@ -712,66 +726,168 @@ template <class T> void count_at(const T& x, i64* n) {
 }
 
 // A matrix result whose rows the kernel writes in key order (codegen/results.py, "rows"):
-// the row being written is a workspace (a sdql::row), appended to CSR arrays, sorted and
-// without zeros, when the next row starts; rows never written stay empty.  No storage per
-// row, and the arrays are the output itself.
-template <class V> struct csr {
-  i64 n, cur = -1;  // rows 0 .. n-1; the row in the workspace (-1: none yet, n: finished)
-  row<V> ws;
-  std::unique_ptr<output> o = outputs.take();
-  std::vector<i64>& pos;
-  std::vector<i64>& idx;
-  std::vector<V>& val;
+// the row being written is the tail of the CSR arrays themselves, its entries appended as
+// they come (a write to the key just written adds into it); when the next row starts the
+// tail is made sorted, each key once, without zeros.  Rows never written stay empty.  No
+// storage per row and no copy: the arrays are the output itself.
+template <class V> struct csr;
 
-  explicit csr(i64 n_) : n(n_), pos(index(2)), idx(index(3)), val(leaves()) {
+template <class V> struct csr_entry {  // result[k][j], as a destination: added into
+  csr<V>* c;
+  i64 k, j;
+  void operator+=(V v) const { c->add(k, j, v); }
+};
+
+template <class V> struct csr_row {  // result[k], as a destination
+  csr<V>* c;
+  i64 k;
+  csr_entry<V> operator[](i64 j) const { return {c, k, j}; }
+};
+
+template <class V> struct csr {
+  // Every cursor is a pointer: a kernel's stores of ints into the arrays cannot alias them,
+  // so the compiler keeps them in registers (integer members would be reloaded after each).
+  std::unique_ptr<output> o = outputs.take();
+  buffer<i64>& pos;  // pos, idx and val are sized to their capacity while rows are written
+  buffer<i64>& idx;
+  buffer<V>& val;
+  i64 *p0, *pe, *pn;  // pos: [p0, pe) written (the current row is pe - p0 - 1), pn its end
+  i64 *k0 = nullptr, *kr = nullptr, *kd = nullptr, *ke = nullptr, *kc = nullptr;  // idx: the
+  V* v0 = nullptr;  // current row is [kr, ke), [kr, kd) sorted, each key once; kc is the
+                    // capacity's end; val at the same places
+  bool done = false;
+
+  explicit csr(i64 n) : pos(index(2)), idx(index(3)), val(leaves()) {
     o->index[0] = {0, n};  // a dense outer layer of n rows, starting at 0
     o->index[1] = {0};
-    pos.reserve(std::size_t(n + 1));
-    pos.push_back(0);
-    idx.reserve(std::size_t(n));  // a guess, an entry a row (reserved, not touched: free)
-    val.reserve(std::size_t(n));
+    pos.resize(std::size_t(n + 1));
+    p0 = pos.data();
+    pn = p0 + n + 1;
+    *p0 = 0;
+    pe = p0 + 1;  // (row -1: none yet)
+    reserve(std::max<i64>(n, 16), 0);  // a guess, an entry a row (untouched until written)
   }
 
-  std::vector<i64>& index(std::size_t k) {
+  buffer<i64>& index(std::size_t k) {
     o->index.resize(4);
     return o->index[k];
   }
 
-  std::vector<V>& leaves() {
+  buffer<V>& leaves() {
     if constexpr (std::is_same_v<V, double>) return o->reals;
     else return o->ints;
   }
 
-  row<V>& operator[](i64 k) {
-    if (k != cur) start(k);
-    return ws;
+  void reserve(i64 c, i64 used) {  // room for c entries, the first `used` kept
+    const i64 r = kr - k0, d = kd - k0;
+    idx.resize(std::size_t(c));
+    val.resize(std::size_t(c));
+    k0 = idx.data();
+    v0 = val.data();
+    kc = k0 + c;
+    kr = k0 + r;
+    kd = k0 + d;
+    ke = k0 + used;
+  }
+
+  csr_row<V> operator[](i64 k) { return {this, k}; }
+
+  void add(i64 k, i64 j, V v) {  // result[k][j] += v
+    if (pe - p0 - 1 != k) {
+      start(k);
+    } else if (ke > kr) {
+      const i64 last = ke[-1];
+      if (last == j) return add_into(v0[ke - 1 - k0], v);
+      if (j < last || kd != ke) return unsorted(j, v);
+    }
+    kd++;
+    push(j, v);
+  }
+
+  void push(i64 j, V v) {
+    if (ke == kc) reserve(2 * (kc - k0), ke - k0);
+    v0[ke - k0] = v;
+    *ke++ = j;
+  }
+
+  void unsorted(i64 j, V v) {  // j comes after a larger key: merge the row when half may repeat
+    if (ke - kr >= 8 && ke - kr >= 2 * (kd - kr)) {
+      compact();
+      i64* it = std::lower_bound(kr, ke, j);
+      if (it != ke && *it == j) return add_into(v0[it - k0], v);
+      if (it == ke) kd++;
+    }
+    push(j, v);
   }
 
   void start(i64 k) {
-    if (k < 0 || k >= n) fail(OUTSIDE, -1, double(k));
-    if (k < cur) throw std::logic_error("a row of the result was written after a later one");
-    flush();
-    while (i64(pos.size()) <= k) pos.push_back(i64(idx.size()));  // the rows before k end
-    cur = k;
+    if (k < 0 || k >= pn - p0 - 1) fail(OUTSIDE, -1, double(k));
+    if (k < pe - p0 - 1) throw std::logic_error("a row of the result was written after a later one");
+    end_row();
+    const i64 top = ke - k0;
+    while (pe - p0 <= k) *pe++ = top;  // the rows before k end here
+    kr = kd = ke;
   }
 
-  void flush() {  // the workspace's entries, sorted and without zeros, appended
-    if (ws.entries.size() > 1) prune(ws);
-    for (const auto& e : ws.entries) {
-      if (is_zero(e.second)) continue;  // (a row of one entry is not pruned)
-      idx.push_back(e.first);
-      val.push_back(e.second);
+  void end_row() {  // the current row sorted, each key once, without zeros
+    if (ke - kr <= 1) {  // (most rows: one entry, or none)
+      if (ke > kr && is_zero(v0[kr - k0])) ke = kr;
+      return;
     }
-    ws.clear();
+    tidy();
+  }
+
+  __attribute__((noinline)) void tidy() {
+    compact();
+    i64* u = kr;
+    for (i64* i = kr; i < ke; i++) {
+      if (is_zero(v0[i - k0])) continue;
+      v0[u - k0] = v0[i - k0];
+      *u++ = *i;
+    }
+    ke = u;
+  }
+
+  void compact() {  // the current row sorted by key, each key once, its values added in order
+    if (kd == ke) return;
+    thread_local std::vector<std::pair<i64, V>> scratch;
+    scratch.clear();
+    for (i64* i = kr; i < ke; i++) scratch.emplace_back(*i, v0[i - k0]);
+    std::stable_sort(scratch.begin(), scratch.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    i64* u = kr;
+    for (const auto& [k, v] : scratch) {
+      if (u > kr && u[-1] == k) {
+        add_into(v0[u - 1 - k0], v);
+      } else {
+        *u = k;
+        v0[u - k0] = v;
+        u++;
+      }
+    }
+    ke = kd = u;
   }
 
   void finish() {
-    if (cur == n) return;
-    flush();
-    while (i64(pos.size()) <= n) pos.push_back(i64(idx.size()));
-    cur = n;
+    if (done) return;
+    end_row();
+    const i64 top = ke - k0;
+    while (pe < pn) *pe++ = top;
+    idx.resize(std::size_t(top));
+    val.resize(std::size_t(top));
+    done = true;
   }
 };
+
+template <class V> void prune(const csr_row<V>&) {}  // (its row is made so when it ends)
+
+template <class T> struct same { using type = T; };  // (a parameter its argument does not fix)
+
+template <class V> void add_into(const csr_entry<V>& e, typename same<V>::type v) { e += v; }
+
+template <class V> void add_into(const csr_row<V>& a, const dict<V>& b) {
+  for (const auto& [k, v] : b) a[k] += v;
+}
 
 template <class V> void prune(csr<V>& x) { x.finish(); }
 
@@ -1118,10 +1234,51 @@ i64 check_compressed(const P* pos, const I* idx, const double* val, i64 n_outer,
 
 // Coordinates: outer keys (rows, or a vector's keys), inner keys (columns; none for a
 // vector).  Canonical: the (outer, inner) pairs strictly increasing.
+// The facts of entries [e0, e1) where nothing is wrong and no value is zero, in passes
+// without a branch per entry (vectorized), as rows_fast; false otherwise (the exact loop
+// then finds what is wrong, and where, and counts the zeros).
+template <class R, class C>
+bool coo_fast(const R* outer, const C* inner, const double* val, i64 e0, i64 e1, i64 n_outer,
+              i64 n_inner, seen& out) {
+  if (e1 == e0) return false;
+  i64 bad = 0;  // (a count, not a bool: the compiler vectorizes its sum)
+  for (i64 e = e0; e < e1; e++)
+    bad += !(std::fabs(val[e]) <= std::numeric_limits<double>::max()) | (val[e] == 0);
+  if (bad) return false;
+  R rlo = outer[e0], rhi = outer[e0];
+  for (i64 e = e0 + 1; e < e1; e++) {
+    rlo = std::min(rlo, outer[e]);
+    rhi = std::max(rhi, outer[e]);
+  }
+  if (rlo < 0 || i64(rhi) >= n_outer) return false;
+  i64 descents = 0;  // (an entry not after the one before it: against e0 - 1 too)
+  seen s;
+  if (inner) {
+    C clo = inner[e0], chi = inner[e0];
+    for (i64 e = e0 + 1; e < e1; e++) {
+      clo = std::min(clo, inner[e]);
+      chi = std::max(chi, inner[e]);
+    }
+    if (clo < 0 || i64(chi) >= n_inner) return false;
+    for (i64 e = std::max<i64>(e0, 1); e < e1; e++)
+      descents += (outer[e] < outer[e - 1]) | ((outer[e] == outer[e - 1]) & (inner[e] <= inner[e - 1]));
+    s.note(0, i64(clo));
+    s.note(0, i64(chi));
+  } else {
+    for (i64 e = std::max<i64>(e0, 1); e < e1; e++) descents += outer[e] <= outer[e - 1];
+  }
+  s.sorted = descents == 0;
+  s.note(1, i64(rlo));
+  s.note(1, i64(rhi));
+  out = s;
+  return true;
+}
+
 template <class R, class C>
 i64 check_coo(const R* outer, const C* inner, const double* val, i64 nnz, i64 n_outer,
-              i64 n_inner, i64* facts, i64 threads) {
+              i64 n_inner, i64* facts, i64 threads, bool exact) {
   seen s = in_halves(threads, nnz / 2, nnz, [&](i64 e0, i64 e1, seen& out) {
+    if (!exact && coo_fast(outer, inner, val, e0, e1, n_outer, n_inner, out)) return;
     seen part;  // in registers, written once (see check_rows)
     for (i64 e = e0; e < e1; e++) {
       const i64 r = i64(outer[e]), c = inner ? i64(inner[e]) : 0;
@@ -1194,12 +1351,12 @@ sdql::i64 sdql_check_compressed(const void* pos, sdql::i64 pos_w, const void* id
 sdql::i64 sdql_check_coo(const void* outer, sdql::i64 outer_w, const void* inner,
                          sdql::i64 inner_w, const double* val, sdql::i64 nnz,
                          sdql::i64 n_outer, sdql::i64 n_inner, sdql::i64* facts,
-                         sdql::i64 threads) {
+                         sdql::i64 threads, sdql::i64 exact) {
   return sdql::by_width(outer_w, [&](auto r) {
     return sdql::by_width(inner_w, [&](auto c) {
       return sdql::check_coo(static_cast<const decltype(r)*>(outer),
                              static_cast<const decltype(c)*>(inner), val, nnz, n_outer,
-                             n_inner, facts, threads);
+                             n_inner, facts, threads, exact != 0);
     });
   });
 }

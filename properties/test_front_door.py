@@ -29,8 +29,8 @@ compressed or coordinate matrix's arrays (``sdql_check_compressed``, ``sdql_chec
 split in two halves on two threads for a large input, returns what the one-thread pass
 returns — the same first failure, or the same facts — on arrays damaged anywhere, and
 reads no memory outside them (the sanitizer run builds the checker too); and so do the
-vectorized passes that check a compressed matrix where nothing is wrong (``rows_fast``)
-against the exact loop over each row.
+vectorized passes that check a compressed or coordinate matrix where nothing is wrong
+(``rows_fast``, ``coo_fast``) against the exact loop over each row or entry.
 
 The crash reproducers of the issue (a corrupted ``indptr`` that crashed inside scipy's
 ``sort_indices``, a row index beyond the shape that wrote out of bounds in the conversion
@@ -172,8 +172,10 @@ def raw_arrays(draw: st.DrawFn) -> tuple[str, list[Any], int, int, int]:
                 idx[a:b] = np.sort(idx[a:b])
         arrays = [pos, idx, vals]
     else:
-        rows = np.sort(np.array(draw(st.lists(st.integers(0, n_outer - 1), min_size=nnz,
-                                              max_size=nnz)), dtype=width))
+        rows = np.array(draw(st.lists(st.integers(0, n_outer - 1), min_size=nnz,
+                                      max_size=nnz)), dtype=width)
+        if draw(st.booleans()):  # (coordinates in order, or anyhow: both are valid)
+            rows = np.sort(rows)
         arrays = [rows, None if draw(st.booleans()) else
                   np.array(draw(keys), dtype=width), vals]
     for _ in range(draw(st.integers(0, 2))):
@@ -200,7 +202,7 @@ def _check(kind: str, arrays: list[Any], n_outer: int, n_inner: int, nnz: int,
         code = lib.sdql_check_coo(rows.ctypes.data, rows.itemsize,
                                   None if cols is None else cols.ctypes.data,
                                   8 if cols is None else cols.itemsize, vals.ctypes.data, nnz,
-                                  n_outer, n_inner, facts, threads)
+                                  n_outer, n_inner, facts, threads, int(exact))
     return code, list(facts)
 
 
@@ -210,9 +212,9 @@ def _check(kind: str, arrays: list[Any], n_outer: int, n_inner: int, nnz: int,
     "rows_fast: a row's first key is not below the last row's: sorted all the same")
 def test_the_check_on_two_threads_is_the_check_on_one(
         case: tuple[str, list[Any], int, int, int]) -> None:
-    """The check's passes — on one thread or two, by the exact loop over each row or by
-    the vectorized passes where nothing is wrong (``rows_fast``) — give the same first
-    failure and the same facts."""
+    """The check's passes — on one thread or two, by the exact loop over each row or entry
+    or by the vectorized passes where nothing is wrong (``rows_fast``, ``coo_fast``) —
+    give the same first failure and the same facts."""
     one = _check(*case, threads=1)
     two = _check(*case, threads=2)
     assert one == two, (case, one, two)

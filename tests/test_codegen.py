@@ -482,6 +482,15 @@ def test_rows_written_in_key_order_are_appended_as_csr() -> None:
     assert isinstance(got, sp.csr_array) and got.has_sorted_indices
     assert all(np.all(np.diff(got.indices[lo:hi]) > 0) for lo, hi in pairwise(got.indptr))
     assert np.array_equal(got.toarray(), want) and got.nnz == np.count_nonzero(want)
+    # the row entered once (``auto&& d = result[i]``), then written; integers, whose sums
+    # are checked when a repeated key is merged
+    src = ("A : {int[m] -> {int[n] -> real}}\nc : int\nsum(<i, r> in A) "
+           "{i -> sum(<j, v> in r) sum(<k, w> in r) {k -> c}}")
+    g = sdqlite.compile(src)
+    assert "sdql::csr<sdql::i64> result" in g.cpp({"A": shuffled, "c": 1})
+    assert g(A=shuffled, c=3) == sdqlite.evaluate(src, A=shuffled, c=3)
+    with pytest.raises(EvalError, match="integer overflow"):
+        g(A=shuffled, c=2**61)
 
 
 @pytest.mark.parametrize(("source", "formats", "why"), [
