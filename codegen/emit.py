@@ -169,8 +169,9 @@ class Names:
 #: where a kernel's result goes (``codegen/results.py`` chooses):
 #:   value  built by the kernel, handed back as its buffers
 #:   vec    the same, its outer layer an array of the n positions the caller gives
-#:   rows   a matrix of scalars whose rows the kernel writes in key order: appended to
-#:          CSR arrays as they come (``sdql::csr``), the arrays handed back
+#:   rows   a matrix of scalars whose rows the kernel writes in key order (``in_order``,
+#:          or run by key: ``by_key``): appended to CSR arrays as they come
+#:          (``sdql::csr``), the arrays handed back
 #:   dense  every layer an array of known size over reals, written in place into the
 #:          caller's zeroed memory (its shape given by the caller)
 Destination = Literal["value", "vec", "rows", "dense"]
@@ -215,6 +216,8 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
         parallel = {loop: d for loop, d in parallel.items() if d != RESULT}
     em = _Emitter(Names(), {x: t for x, t in low.inputs} | {RESULT: low.type}, [], set(),
                   parallel, Extents(dict(lengths or {})))
+    if dest == "rows":  # written in order as they are, or by key (results.choose)
+        em.by_key = by_key(low)
     dest_type, made = _destination(low.type, dest)
     params = [f"{_param_type(t, flats.get(x))} {em.names(x)}" for x, t in low.inputs]
     params.append(f"{dest_type}& result")
@@ -311,6 +314,75 @@ def parallel_loops(low: Lowered) -> dict[int, str]:
                         and root not in reads:
                     out[id(st)] = root
     return out
+
+
+@dataclass(frozen=True)
+class ByKey:
+    """A kernel whose one writing loop runs over the rows r of a compressed layer and, in
+    each, over its entries p (``idx(pos(r):pos(r+1))``, inside other loops over the row
+    or not), writing the result only at the row keyed by the entry's key ``j = idx(p)``:
+    ``result[j][…] += …``, βAᵀA's rows.  Run by key instead — for each j, its entries
+    (r, p) with r ascending (``sdql::by_key``, a counting sort of the positions), then the
+    loops that were around the entries' loop — it writes the result's rows in key order,
+    each whole before the next, appended as CSR (``rows``), and every entry's updates in
+    the order the rows' loop made them: the same sums, rounded the same way."""
+
+    rows: Loop  # over 0 .. n-1
+    around: tuple[Loop, ...]  # between the two, outermost first (each holds the next only)
+    entries: Loop  # over idx(pos(r):pos(r+1))
+    pos: str
+    idx: str
+
+
+def by_key(low: Lowered) -> ByKey | None:
+    writing = [st for st in low.body  # (the prune at the end ends the rows: not a write)
+               if not isinstance(st, Prune) and RESULT in effects([st], {})[0]]
+    if len(writing) != 1:
+        return None
+    match writing[0]:
+        case Loop(r, rv, Range(IntConst(0), _), _, body) as outer:
+            pass
+        case _:
+            return None
+    around: list[Loop] = []
+    while True:  # the loop over the row's entries whose key keys every write, if any
+        match body:
+            case (Loop(_, j, SubArray(Var(idx), Lookup(Var(pos), Var(a)), Lookup(
+                    Var(pos2), Add(Var(b), IntConst(1)))), _, inner) as entries,) \
+                    if pos == pos2 and a == b and a in (r, rv) and _keyed(inner, Var(j)):
+                return ByKey(outer, tuple(around), entries, pos, idx)
+            case (Loop(_, _, _, _, below) as loop,):
+                around.append(loop)
+                body = below
+            case _:
+                return None
+
+
+def _keyed(stmts: Sequence[Stmt], j: Var) -> bool:
+    """Does every write into the result in ``stmts`` go to row ``j`` (or a name bound to
+    it)?"""
+    ok = True
+
+    def walk(stmts: Sequence[Stmt], rows: set[Expr], entered: set[str]) -> None:
+        nonlocal ok
+        for st in stmts:
+            match st:
+                case Loop(key, _, Single(k, _), _, body) if k in rows:  # key = j, once
+                    walk(body, rows | {Var(key)}, entered)
+                case Loop(_, _, _, _, body) | When(_, body):
+                    walk(body, rows, entered)
+                case Bind(name, Var() as x, _) if x in rows:
+                    rows = rows | {Var(name)}
+                case Enter(name, dest, _) if dest.root in entered:
+                    entered = entered | {name}
+                case Enter(name, dest, _) if dest.root == RESULT:
+                    ok = ok and bool(dest.keys) and dest.keys[0] in rows
+                    entered = entered | {name}
+                case AddInto(dest) | MulAddInto(dest) | Assign(dest) if dest.root == RESULT:
+                    ok = ok and bool(dest.keys) and dest.keys[0] in rows
+
+    walk(stmts, {j}, set())
+    return ok
 
 
 def effects(stmts: Sequence[Stmt], alias: dict[str, str]) -> tuple[set[str], set[str]]:
@@ -428,6 +500,7 @@ class _Emitter:
     extents: Extents = field(default_factory=lambda: Extents({}))
     #: a loop key -> the flat arrays it reads unchecked, at it and at it + 1
     unchecked: dict[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict)
+    by_key: ByKey | None = None  # the rows' loop to run by key (a CSR result)
 
     # ---- statements ---------------------------------------------------------------------
     def block(self, stmts: Sequence[Stmt], depth: int) -> str:
@@ -446,6 +519,9 @@ class _Emitter:
                 return f"{pad}{decl} {self.names(name)} = {code};\n"
             case Enter(name, dest, _):  # a destination: written into, never read
                 return f"{pad}auto&& {self.names(name)} = {self.dest(dest)};\n"
+            case Loop(key, val, dom, dt, body) if self.by_key is not None \
+                    and s is self.by_key.rows:
+                return self.keyed(self.by_key, depth)
             case Loop(key, val, dom, dt, body):
                 return self.loop(key, val, dom, dt, body, depth, self.parallel.get(id(s)))
             case When(cond, body):
@@ -480,6 +556,39 @@ class _Emitter:
                 f"{pad}  for (const sdql::i64 {stop} = sdql::block_end({k}, {end}); {k} < {stop}; "
                 f"++{k}) {{\n{pad}    {value};\n"
                 f"{self.block(body, depth + 2)}{pad}  }}\n{pad}}}\n")
+
+    def keyed(self, b: ByKey, depth: int) -> str:
+        """The rows' loop of ``b`` run by key: for each key j of the result's rows, the
+        entries (r, p) whose key is j, r ascending; in each, the loops that were around the
+        entries' loop, then its body."""
+        pad = "  " * depth
+        rows, entries = b.rows, b.entries
+        assert isinstance(rows.dom, Range)
+        for x in (rows.key, rows.val, entries.key, entries.val):
+            self.types[x] = INT
+        self.unchecked[rows.key] = self.unchecked[rows.val] = self.extents.inside(rows.dom)
+        self.unchecked[entries.key] = self.extents.inside(entries.dom)
+        r, rv, p, j = (self.names(x) for x in (rows.key, rows.val, entries.key, entries.val))
+        tv, q, q_end, j_end, j_stop = (self.names.fresh(x) for x in (
+            "by_key", "q", "q_end", f"{j}_end", f"{j}_stop"))
+        inner = "  " * (depth + 4)
+        body: tuple[Stmt, ...] = entries.body
+        for loop in reversed(b.around):  # (over the row r, inside the entry now)
+            body = (Loop(loop.key, loop.val, loop.dom, loop.dom_type, body),)
+        return (f"{pad}{{  // by key: the result's rows in order, each whole\n"
+                f"{pad}  const auto {tv} = sdql::by_key({self.names(b.pos)}, "
+                f"{self.names(b.idx)}, {self.expr(rows.dom.hi)[0]}, result.rows());\n"
+                f"{pad}  for (sdql::i64 {j} = 0, {j_end} = {tv}.keys(); {j} < {j_end};) {{\n"
+                f"{pad}    SDQL_POLL();  // Ctrl-C stops the kernel\n"
+                f"{pad}    for (const sdql::i64 {j_stop} = sdql::block_end({j}, {j_end}); "
+                f"{j} < {j_stop}; ++{j}) {{\n"
+                f"{pad}      for (sdql::i64 {q} = {tv}.pos[{j}], {q_end} = {tv}.pos[{j} + 1]; "
+                f"{q} < {q_end}; ++{q}) {{\n"
+                f"{inner}const sdql::i64 {r} = {tv}.row[{q}];\n"
+                + (f"{inner}const sdql::i64 {rv} = {r};\n" if rv != r else "")
+                + f"{inner}const sdql::i64 {p} = {tv}.at[{q}];\n"
+                + self.block(body, depth + 4)
+                + f"{pad}      }}\n{pad}    }}\n{pad}  }}\n{pad}}}\n")
 
     def loop(self, key: str, val: str, dom: Expr, dt: DictT, body: Sequence[Stmt],
              depth: int, into: str | None = None) -> str:

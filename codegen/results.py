@@ -8,9 +8,10 @@ Result layers have storage formats as inputs do (DESIGN.md, "Results have format
   vec     a dictionary result whose outer layer's size is known: the kernel accumulates
           into an array of its rows (``sdql::vec``), short sorted rows or hash maps below
   rows    the same for a matrix of scalars whose rows the kernel writes in key order
-          (``in_order``): each row is written at the end of the CSR arrays themselves,
-          made sorted when the next starts (``sdql::csr``), and those arrays come back
-          as they are
+          (``in_order``), or can write so when its loop over a compressed layer's rows
+          runs by key (``emit.by_key``: βAᵀA): each row is written at the end of the CSR
+          arrays themselves, made sorted when the next starts (``sdql::csr``), and those
+          arrays come back as they are
   value   anything else, built by the kernel and handed back as its buffers
 
 A destination of known size is used only where it fits in memory (the size of a layer
@@ -50,7 +51,7 @@ from codegen.dps import (
     When,
 )
 from codegen.emit import Destination as Dest
-from codegen.emit import effects
+from codegen.emit import by_key, effects
 from sdqlite.check.sizes import NO_KEYS, Size
 from sdqlite.syntax.ast import Expr, Range, SubArray, Var, free_vars
 from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, scalar_of
@@ -76,7 +77,8 @@ def choose(t: Type, sizes: list[Size], destination: Destination, low: Lowered | 
             depth == 1 or (low is not None and filled(low, depth))):
         return "dense"
     if (depth == 2 and isinstance(t.val, DictT) and not t.val.dense
-            and scalar_of(t) in (REAL, INT) and low is not None and in_order(low)):
+            and scalar_of(t) in (REAL, INT) and low is not None
+            and (in_order(low) or by_key(low) is not None)):
         return "rows"
     return "vec"
 

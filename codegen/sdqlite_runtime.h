@@ -745,16 +745,18 @@ template <class V> struct csr_row {  // result[k], as a destination
 };
 
 template <class V> struct csr {
-  // Every cursor is a pointer: a kernel's stores of ints into the arrays cannot alias them,
-  // so the compiler keeps them in registers (integer members would be reloaded after each).
   std::unique_ptr<output> o = outputs.take();
   buffer<i64>& pos;  // pos, idx and val are sized to their capacity while rows are written
   buffer<i64>& idx;
   buffer<V>& val;
   i64 *p0, *pe, *pn;  // pos: [p0, pe) written (the current row is pe - p0 - 1), pn its end
-  i64 *k0 = nullptr, *kr = nullptr, *kd = nullptr, *ke = nullptr, *kc = nullptr;  // idx: the
-  V* v0 = nullptr;  // current row is [kr, ke), [kr, kd) sorted, each key once; kc is the
-                    // capacity's end; val at the same places
+  // idx: the current row is [kr, ke), of which [kr, km) is merged (each key once); kc is
+  // the capacity's end; val at the same places.  Cursors are pointers, not counts: no
+  // store of an int into the arrays may change them, so none is read again after one.
+  i64 *k0 = nullptr, *kr = nullptr, *km = nullptr, *ke = nullptr, *kc = nullptr;
+  V* v0 = nullptr;
+  bool shuffled = false;  // a key of the current row came after a larger one
+  bool small = true;      // every key of the current row is in [0, row<V>::SPREAD)
   bool done = false;
 
   explicit csr(i64 n) : pos(index(2)), idx(index(3)), val(leaves()) {
@@ -779,18 +781,20 @@ template <class V> struct csr {
   }
 
   void reserve(i64 c, i64 used) {  // room for c entries, the first `used` kept
-    const i64 r = kr - k0, d = kd - k0;
+    const i64 r = kr - k0, m = km - k0;
     idx.resize(std::size_t(c));
     val.resize(std::size_t(c));
     k0 = idx.data();
     v0 = val.data();
     kc = k0 + c;
     kr = k0 + r;
-    kd = k0 + d;
+    km = k0 + m;
     ke = k0 + used;
   }
 
   csr_row<V> operator[](i64 k) { return {this, k}; }
+
+  i64 rows() const { return pn - p0 - 1; }
 
   void add(i64 k, i64 j, V v) {  // result[k][j] += v
     if (pe - p0 - 1 != k) {
@@ -798,39 +802,28 @@ template <class V> struct csr {
     } else if (ke > kr) {
       const i64 last = ke[-1];
       if (last == j) return add_into(v0[ke - 1 - k0], v);
-      if (j < last || kd != ke) return unsorted(j, v);
+      shuffled = shuffled || j < last;
+      if (shuffled && ke - kr >= 2 * (km - kr) + 1024) merge();  // half may be repeats
     }
-    kd++;
-    push(j, v);
-  }
-
-  void push(i64 j, V v) {
+    small = small && std::uint64_t(j) < std::uint64_t(row<V>::SPREAD);
     if (ke == kc) reserve(2 * (kc - k0), ke - k0);
     v0[ke - k0] = v;
     *ke++ = j;
   }
 
-  void unsorted(i64 j, V v) {  // j comes after a larger key: merge the row when half may repeat
-    if (ke - kr >= 8 && ke - kr >= 2 * (kd - kr)) {
-      compact();
-      i64* it = std::lower_bound(kr, ke, j);
-      if (it != ke && *it == j) return add_into(v0[it - k0], v);
-      if (it == ke) kd++;
-    }
-    push(j, v);
-  }
-
   void start(i64 k) {
-    if (k < 0 || k >= pn - p0 - 1) fail(OUTSIDE, -1, double(k));
+    if (k < 0 || k >= rows()) fail(OUTSIDE, -1, double(k));
     if (k < pe - p0 - 1) throw std::logic_error("a row of the result was written after a later one");
     end_row();
     const i64 top = ke - k0;
     while (pe - p0 <= k) *pe++ = top;  // the rows before k end here
-    kr = kd = ke;
+    kr = km = ke;
+    shuffled = false;
+    small = true;
   }
 
   void end_row() {  // the current row sorted, each key once, without zeros
-    if (ke - kr <= 1) {  // (most rows: one entry, or none)
+    if (ke - kr <= 1) {  // (most rows of a diagonal: one entry, or none)
       if (ke > kr && is_zero(v0[kr - k0])) ke = kr;
       return;
     }
@@ -838,7 +831,12 @@ template <class V> struct csr {
   }
 
   __attribute__((noinline)) void tidy() {
-    compact();
+    if (shuffled && small && ke - kr < INT32_MAX) {
+      merge_in_order();
+    } else if (shuffled) {
+      merge();
+      sort();
+    }
     i64* u = kr;
     for (i64* i = kr; i < ke; i++) {
       if (is_zero(v0[i - k0])) continue;
@@ -848,10 +846,31 @@ template <class V> struct csr {
     ke = u;
   }
 
-  void compact() {  // the current row sorted by key, each key once, its values added in order
-    if (kd == ke) return;
-    thread_local std::vector<std::pair<i64, V>> scratch;
-    scratch.clear();
+  // The current row's repeated keys merged, each at its first place, its values added in
+  // the order they came: through a table of places when every key is small (the row's
+  // order kept), else by a stable sort (the row sorted).
+  __attribute__((noinline)) void merge() {
+    if (small && ke - kr < INT32_MAX) {
+      thread_local std::vector<std::int32_t> slot;  // key -> its place in the row, or -1
+      i64 top = 0;
+      for (i64* i = kr; i < ke; i++) top = std::max(top, *i + 1);
+      if (i64(slot.size()) < top) slot.resize(std::size_t(top), -1);
+      i64* u = kr;
+      for (i64* i = kr; i < ke; i++) {
+        auto& s = slot[std::size_t(*i)];
+        if (s < 0) {
+          s = std::int32_t(u - kr);
+          v0[u - k0] = v0[i - k0];
+          *u++ = *i;
+        } else {
+          add_into(v0[kr + s - k0], v0[i - k0]);
+        }
+      }
+      for (i64* i = kr; i < u; i++) slot[std::size_t(*i)] = -1;
+      km = ke = u;
+      return;
+    }
+    auto& scratch = pairs();
     for (i64* i = kr; i < ke; i++) scratch.emplace_back(*i, v0[i - k0]);
     std::stable_sort(scratch.begin(), scratch.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -865,7 +884,101 @@ template <class V> struct csr {
         u++;
       }
     }
-    ke = kd = u;
+    km = ke = u;
+  }
+
+  // merge() and sort() in one, for a row of small keys: each key's place in the row
+  // (a table) and its presence (a bit in a word, and the word's in a summary word) as it
+  // comes; then the words the summary marks, read in order, give the keys sorted.  The
+  // summary spans (largest - smallest) / 4096 words: a sort instead when that is more.
+  void merge_in_order() {
+    thread_local std::vector<std::int32_t> slot;  // key -> its place in the row, or -1
+    thread_local std::vector<std::uint64_t> bits, summary;  // (all zero between rows)
+    i64 lo = *kr, hi = *kr;
+    for (i64* i = kr; i < ke; i++) {
+      lo = std::min(lo, *i);
+      hi = std::max(hi, *i);
+    }
+    if (i64(slot.size()) <= hi) slot.resize(std::size_t(hi + 1), -1);
+    if (i64(bits.size()) <= (hi >> 6)) bits.resize(std::size_t((hi >> 6) + 1), 0);
+    if (i64(summary.size()) <= (hi >> 12)) summary.resize(std::size_t((hi >> 12) + 1), 0);
+    i64* u = kr;
+    for (i64* i = kr; i < ke; i++) {
+      const i64 k = *i;
+      auto& s = slot[std::size_t(k)];
+      if (s < 0) {
+        s = std::int32_t(u - kr);
+        v0[u - k0] = v0[i - k0];
+        *u++ = k;
+        bits[std::size_t(k >> 6)] |= std::uint64_t(1) << (k & 63);
+        summary[std::size_t(k >> 12)] |= std::uint64_t(1) << ((k >> 6) & 63);
+      } else {
+        add_into(v0[kr + s - k0], v0[i - k0]);
+      }
+    }
+    ke = u;
+    auto& scratch = pairs();
+    if ((hi >> 12) - (lo >> 12) <= 4 * (ke - kr)) {
+      for (i64 w = lo >> 12; w <= (hi >> 12); w++) {
+        for (std::uint64_t m = summary[std::size_t(w)]; m; m &= m - 1) {
+          const i64 b = (w << 6) + __builtin_ctzll(m);
+          for (std::uint64_t x = bits[std::size_t(b)]; x; x &= x - 1) {
+            const i64 k = (b << 6) + __builtin_ctzll(x);
+            auto& s = slot[std::size_t(k)];
+            scratch.emplace_back(k, v0[kr + s - k0]);
+            s = -1;
+          }
+          bits[std::size_t(b)] = 0;
+        }
+        summary[std::size_t(w)] = 0;
+      }
+      i64* out = kr;
+      for (const auto& [k, v] : scratch) {
+        v0[out - k0] = v;
+        *out++ = k;
+      }
+    } else {  // (few keys far apart)
+      for (i64* i = kr; i < ke; i++) {
+        slot[std::size_t(*i)] = -1;
+        bits[std::size_t(*i >> 6)] = 0;
+        summary[std::size_t(*i >> 12)] = 0;
+      }
+      sort();
+    }
+    km = ke;
+  }
+
+  void sort() {  // the merged row (each key once) in key order
+    if (std::is_sorted(kr, ke)) return;
+    if (small && ke - kr <= INT32_MAX) {  // (a key and its place in one word: sorted faster)
+      thread_local std::vector<std::uint64_t> keyed;
+      keyed.clear();
+      for (i64* i = kr; i < ke; i++) keyed.push_back(std::uint64_t(*i) << 32 | std::uint64_t(i - kr));
+      std::sort(keyed.begin(), keyed.end());
+      auto& scratch = pairs();
+      for (const auto w : keyed) scratch.emplace_back(i64(w >> 32), v0[kr + (w & 0xffffffffu) - k0]);
+      i64* u = kr;
+      for (const auto& [k, v] : scratch) {
+        v0[u - k0] = v;
+        *u++ = k;
+      }
+      return;
+    }
+    auto& scratch = pairs();
+    for (i64* i = kr; i < ke; i++) scratch.emplace_back(*i, v0[i - k0]);
+    std::sort(scratch.begin(), scratch.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    i64* u = kr;
+    for (const auto& [k, v] : scratch) {
+      v0[u - k0] = v;
+      *u++ = k;
+    }
+  }
+
+  static std::vector<std::pair<i64, V>>& pairs() {
+    thread_local std::vector<std::pair<i64, V>> scratch;
+    scratch.clear();
+    return scratch;
   }
 
   void finish() {
@@ -878,6 +991,38 @@ template <class V> struct csr {
     done = true;
   }
 };
+
+// A compressed layer's entries grouped by their keys (codegen/emit.py, ByKey): for each
+// key j in [0, m), the entries p of rows r in [0, n) with idx[p] == j, r ascending — a
+// counting sort of the positions, as scipy's csr_tocsc.  A key outside [0, m) is one the
+// sizes analysis put inside the result: reported as the result's write would be.
+struct keyed {
+  std::vector<i64> pos, row, at;  // key j's entries: row[q], at[q] for q in [pos[j], pos[j+1])
+  i64 keys() const { return i64(pos.size()) - 1; }
+};
+
+template <class P, class I> keyed by_key(const arr<P>& pos, const arr<I>& idx, i64 n, i64 m) {
+  keyed t;
+  t.pos.assign(std::size_t(m + 1), 0);
+  const i64 e0 = i64(at(pos, 0)), e1 = i64(at(pos, n));
+  for (i64 e = e0; e < e1; e++) {
+    const i64 j = i64(at(idx, e));
+    if (j < 0 || j >= m) fail(OUTSIDE, -1, double(j));
+    t.pos[std::size_t(j + 1)]++;
+  }
+  for (i64 j = 0; j < m; j++) t.pos[std::size_t(j + 1)] += t.pos[std::size_t(j)];
+  t.row.resize(std::size_t(e1 - e0));
+  t.at.resize(std::size_t(e1 - e0));
+  std::vector<i64> next(t.pos.begin(), t.pos.end() - 1);
+  for (i64 r = 0; r < n; r++) {
+    for (i64 e = i64(at(pos, r)), end = i64(at(pos, r + 1)); e < end; e++) {
+      const auto q = std::size_t(next[std::size_t(at(idx, e))]++);
+      t.row[q] = r;
+      t.at[q] = e;
+    }
+  }
+  return t;
+}
 
 template <class V> void prune(const csr_row<V>&) {}  // (its row is made so when it ends)
 

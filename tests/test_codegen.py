@@ -18,6 +18,8 @@ import scipy.io
 import scipy.sparse as sp
 
 import codegen.api as api
+import codegen.emit as emit
+import codegen.results as results
 import sdqlite
 from codegen.build import build
 from codegen.emit import Extents, translation_unit
@@ -402,9 +404,9 @@ def test_a_sum_over_one_entry_skips_a_zero_value(entry: str, want: float) -> Non
 def test_a_matrix_result_comes_back_as_csr_with_sorted_columns() -> None:
     """A result whose first layer is an array (``vec``) and whose rows are sparse comes
     back as the CSR arrays the kernel wrote, each row sorted by column: rows of one entry
-    written in key order (VVA's identity, appended as they come: ``sdql::csr``), and rows
-    written out of order (``sdql::row``: appended, then merged by key), with many more
-    updates than keys and with entries that cancel."""
+    written in key order (VVA's identity, appended as they come: ``sdql::csr``), and AᵀA's
+    rows, keyed by A's columns, written by key (``sdql::by_key``), with many more updates
+    than keys, out of column order, and with entries that cancel."""
     f = sdqlite.compile("V1 : {dense_int[n] -> real}\nV2 : {int[n] -> real}\n"
                         "(sum(<i, a> in V1) {i -> a}) + V2", wrt="V1")
     got: Any = f(V1=np.ones(5), V2=sp.coo_array(([1.0], ([2],)), shape=(5,)))
@@ -429,7 +431,7 @@ def test_a_matrix_result_comes_back_as_csr_with_sorted_columns() -> None:
         got.indptr[:-1], got.indptr[1:], strict=True))
     assert np.array_equal(got.toarray(), want)
     assert got.nnz == np.count_nonzero(want)  # the cancelled entries are gone
-    assert "sdql::vec<sdql::row<double>> result" in g.cpp({"A": shuffled})
+    assert "sdql::by_key(" in g.cpp({"A": shuffled})  # (its rows by key: sdql::csr)
 
 
 def _pm_ones(rows: int, cols: int, seed: int) -> tuple[Any, Any]:
@@ -444,22 +446,27 @@ def _pm_ones(rows: int, cols: int, seed: int) -> tuple[Any, Any]:
     return a, shuffled
 
 
-def test_rows_written_out_of_order_merge_keys_anywhere_and_check_their_sums() -> None:
-    """A row written out of order (``sdql::row``) merges repeated keys through a table of
-    places when every key is in [0, 2^22), by a stable sort otherwise: keys far apart and
-    negative give the interpreter's value, and an integer sum that overflows while two
-    updates of one key are merged fails (the interpreter's unbounded sum is refused when it
-    is handed back as numpy's 64 bits, not crashed on)."""
+@pytest.mark.parametrize(("fmt", "written"), [
+    ("dict", "sdql::vec<sdql::row<{}>> result"),  # rows in a hash map's order: sdql::row
+    ("csr", "sdql::by_key("),  # rows by key, each whole (sdql::csr)
+])
+def test_rows_written_out_of_order_merge_keys_anywhere_and_check_their_sums(
+        fmt: str, written: str) -> None:
+    """A row written out of order (``sdql::row``, or ``sdql::csr`` by key) merges repeated
+    keys through a table of places when every key is in [0, 2^22), by a stable sort
+    otherwise: keys far apart and negative give the interpreter's value, and an integer
+    sum that overflows while two updates of one key are merged fails (the interpreter's
+    unbounded sum is refused when it is handed back as numpy's 64 bits, not crashed on)."""
     _, shuffled = _pm_ones(40, 30, 4)
     src = ("A : {int[m] -> {int[n] -> real}}\nsum(<i, r> in A) sum(<j, v> in r) "
            "sum(<k, w> in r) {j -> {k * 100000000 - 50 -> v * w}}")
-    f = sdqlite.compile(src)
-    assert "sdql::vec<sdql::row<double>> result" in f.cpp({"A": shuffled})
+    f = sdqlite.compile(src, formats={"A": fmt})
+    assert written.format("double") in f.cpp({"A": shuffled})
     assert _as_dict(f(A=shuffled)) == _as_dict(sdqlite.evaluate(src, A=shuffled))
     big = ("A : {int[m] -> {int[n] -> real}}\nc : int\nsum(<i, r> in A) sum(<j, v> in r) "
            "sum(<k, w> in r) {j -> {k -> c}}")
-    g = sdqlite.compile(big)
-    assert "sdql::vec<sdql::row<sdql::i64>> result" in g.cpp({"A": shuffled, "c": 1})
+    g = sdqlite.compile(big, formats={"A": fmt})
+    assert written.format("sdql::i64") in g.cpp({"A": shuffled, "c": 1})
     assert _as_dict(g(A=shuffled, c=3)) == _as_dict(sdqlite.evaluate(big, A=shuffled, c=3))
     with pytest.raises(EvalError, match=r"integer overflow: the result holds \d+, which"):
         sdqlite.evaluate(big, A=shuffled, c=2**61)
@@ -493,20 +500,49 @@ def test_rows_written_in_key_order_are_appended_as_csr() -> None:
         g(A=shuffled, c=2**61)
 
 
+@pytest.mark.parametrize("index", [np.int32, np.int64], ids=["int32", "int64"])
+def test_rows_by_key_add_as_the_rows_loop_does(monkeypatch: pytest.MonkeyPatch,
+                                               index: Any) -> None:
+    """AᵀA's rows are keyed by A's columns: run by key (``emit.by_key``), the kernel
+    writes them in order as CSR, and adds each entry's updates in the order the loop over
+    A's rows did — the same floats, bit for bit, as the kernel that scatters its updates
+    into the rows (``sdql::row``) — and scipy's ``A.T @ A`` within rounding."""
+    a: Any = sp.random(60, 50, density=0.2, format="csr", random_state=5,
+                       data_rvs=lambda k: np.random.default_rng(5).uniform(-2, 2, k))
+    a.indptr, a.indices = a.indptr.astype(index), a.indices.astype(index)
+    src = ("A : {int[m] -> {int[n] -> real}}\n"
+           "sum(<i, r> in A) sum(<j, v> in r) sum(<k, w> in r) {j -> {k -> v * w}}")
+    f = sdqlite.compile(src, name="by_key")
+    assert "sdql::by_key(" in f.cpp({"A": a})
+    by: Any = f(A=a)
+    monkeypatch.setattr(emit, "by_key", lambda low: None)
+    monkeypatch.setattr(results, "by_key", lambda low: None)
+    g = sdqlite.compile(src, name="scattered")
+    assert "sdql::vec<sdql::row<double>> result" in g.cpp({"A": a})
+    scattered: Any = g(A=a)
+    for x in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(by, x), getattr(scattered, x)), x
+    assert np.allclose(by.toarray(), (a.T @ a).toarray(), rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize(("source", "formats", "why"), [
     # two loops write the rows, each in order: the second starts at row 0 again
     ("V : {dense_int[n] -> real}\n"
      "(sum(<i, a> in V) {i -> {i -> a}}) + (sum(<i, a> in V) {i -> {0 -> a}})", {}, "writers"),
-    # rows keyed by a column, not by the loop's own key (A^T A)
+    # rows keyed by a column and by the loop's own key: neither in order nor by key
     ("A : {int[m] -> {int[n] -> real}}\n"
-     "sum(<i, r> in A) sum(<j, v> in r) sum(<k, w> in r) {j -> {k -> v * w}}", {}, "key"),
+     "sum(<i, r> in A) sum(<j, v> in r) {j -> {0 -> v}} + {i -> {1 -> v}}", {}, "key"),
+    # two loops write the rows by key, each in order: the second starts at row 0 again
+    ("A : {int[m] -> {int[n] -> real}}\n"
+     "(sum(<i, r> in A) sum(<j, v> in r) {j -> {0 -> v}}) + "
+     "(sum(<i, r> in A) sum(<j, v> in r) {j -> {1 -> v}})", {}, "writers by key"),
     # a loop over a hash map: its keys in hash order
     ("V : {int[n] -> real}\nsum(<i, a> in V) {i -> {i -> a}}", {"V": "dict"}, "order"),
 ])
 def test_rows_not_written_in_order_are_not_appended(
         source: str, formats: dict[str, str], why: str) -> None:
-    """Each condition of ``results.in_order`` is needed: without it these kernels would
-    append a row after a later one (and fail)."""
+    """Each condition of ``results.in_order`` and of ``emit.by_key`` is needed: without it
+    these kernels would append a row after a later one (and fail)."""
     f = sdqlite.compile(source, formats=formats, optimize=False, normalize=False)
     _, shuffled = _pm_ones(40, 30, 3)
     data = {"V": np.arange(1.0, 51.0)} if "V :" in source else {"A": shuffled}
