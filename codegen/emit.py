@@ -575,10 +575,15 @@ class _Emitter:
         body: tuple[Stmt, ...] = entries.body
         for loop in reversed(b.around):  # (over the row r, inside the entry now)
             body = (Loop(loop.key, loop.val, loop.dom, loop.dom_type, body),)
+        d = self.names(RESULT)
+        whole = self.names.fresh(f"{d}_all")
         return (f"{pad}{{  // by key: the result's rows in order, each whole\n"
                 f"{pad}  const auto {tv} = sdql::by_key({self.names(b.pos)}, "
-                f"{self.names(b.idx)}, {self.expr(rows.dom.hi)[0]}, result.rows());\n"
-                f"{pad}  for (sdql::i64 {j} = 0, {j_end} = {tv}.keys(); {j} < {j_end};) {{\n"
+                f"{self.names(b.idx)}, {self.expr(rows.dom.hi)[0]}, {d}.rows());\n"
+                f"{pad}  sdql::parallel(sdql::i64(0), {tv}.keys(), {d}, [&](sdql::i64 {j}_lo, "
+                f"sdql::i64 {j}_hi, auto& {whole}) {{  // rows in chunks\n"
+                f"{pad}  decltype(auto) {d} = sdql::view({whole});\n"
+                f"{pad}  for (sdql::i64 {j} = {j}_lo, {j_end} = {j}_hi; {j} < {j_end};) {{\n"
                 f"{pad}    SDQL_POLL();  // Ctrl-C stops the kernel\n"
                 f"{pad}    for (const sdql::i64 {j_stop} = sdql::block_end({j}, {j_end}); "
                 f"{j} < {j_stop}; ++{j}) {{\n"
@@ -588,7 +593,7 @@ class _Emitter:
                 + (f"{inner}const sdql::i64 {rv} = {r};\n" if rv != r else "")
                 + f"{inner}const sdql::i64 {p} = {tv}.at[{q}];\n"
                 + self.block(body, depth + 4)
-                + f"{pad}      }}\n{pad}    }}\n{pad}  }}\n{pad}}}\n")
+                + f"{pad}      }}\n{pad}    }}\n{pad}  }}\n{pad}  }});\n{pad}}}\n")
 
     def loop(self, key: str, val: str, dom: Expr, dt: DictT, body: Sequence[Stmt],
              depth: int, into: str | None = None) -> str:

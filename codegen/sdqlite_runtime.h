@@ -24,6 +24,7 @@
 
 #include <boost/container/small_vector.hpp>
 #include <boost/unordered/unordered_flat_map.hpp>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -31,6 +32,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -601,8 +603,12 @@ inline std::atomic<i64> outputs_live{0};  // results made and not yet released
 
 // An allocator whose resize() leaves new numbers unset (a kernel writes them next): a
 // result's arrays are sized to what they may hold without a pass that zeroes them.
+// A large one is laid out in 2 MiB pages where the system allows it, as numpy's are: its
+// first writes then fault once a page of 2 MiB, not of 4 KiB (most of the time of writing
+// a large result, in a small VM).
 template <class T> struct uninit : std::allocator<T> {
   using value_type = T;
+  static constexpr std::size_t PAGE = std::size_t(1) << 21, LARGE = std::size_t(1) << 22;
   template <class U> struct rebind { using other = uninit<U>; };
   uninit() = default;
   template <class U> uninit(const uninit<U>&) noexcept {}
@@ -610,7 +616,24 @@ template <class T> struct uninit : std::allocator<T> {
     if constexpr (sizeof...(A) == 0) ::new (static_cast<void*>(p)) U;
     else ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
   }
+  T* allocate(std::size_t n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T) - PAGE) throw std::bad_alloc();
+    if (n * sizeof(T) < LARGE) return std::allocator<T>::allocate(n);
+    const std::size_t bytes = (n * sizeof(T) + PAGE - 1) / PAGE * PAGE;
+    void* p = std::aligned_alloc(PAGE, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE);  // (a hint: refused, the pages are 4 KiB ones)
+#endif
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t n) {
+    if (n * sizeof(T) < LARGE) std::allocator<T>::deallocate(p, n);
+    else std::free(p);
+  }
 };
+template <class T, class U> bool operator==(const uninit<T>&, const uninit<U>&) { return true; }
+template <class T, class U> bool operator!=(const uninit<T>&, const uninit<U>&) { return false; }
 template <class T> using buffer = std::vector<T, uninit<T>>;
 
 struct output {
@@ -997,7 +1020,7 @@ template <class V> struct csr {
 // counting sort of the positions, as scipy's csr_tocsc.  A key outside [0, m) is one the
 // sizes analysis put inside the result: reported as the result's write would be.
 struct keyed {
-  std::vector<i64> pos, row, at;  // key j's entries: row[q], at[q] for q in [pos[j], pos[j+1])
+  buffer<i64> pos, row, at;  // key j's entries: row[q], at[q] for q in [pos[j], pos[j+1])
   i64 keys() const { return i64(pos.size()) - 1; }
 };
 
@@ -1099,6 +1122,28 @@ template <int L> struct local<dense_ref<L>> {
   dense_ref<L>& get() { return d; }
   void into(dense_ref<L>& dest) {
     for (std::size_t i = 0; i < buf.size(); i++) dest.p[i] += buf[i];
+  }
+};
+
+template <class V> struct local<csr<V>> {  // rows of its own, appended after the others'
+  csr<V> d;
+  explicit local(const csr<V>& x) : d(x.rows()) {}
+  csr<V>& get() { return d; }
+  void into(csr<V>& dest) {  // (this chunk's rows all come after the destination's)
+    d.end_row();
+    const i64 written = d.pe - d.p0;  // rows 0 .. written - 1: the last one ends at ke
+    for (i64 k = 0; k < written; k++) {
+      const i64 a = d.p0[k], b = k + 1 < written ? d.p0[k + 1] : d.ke - d.k0;
+      if (a == b) continue;
+      dest.start(k);
+      const i64 used = dest.ke - dest.k0;
+      if (dest.kc - dest.ke < b - a) dest.reserve(std::max(2 * (dest.kc - dest.k0), used + b - a), used);
+      std::copy(d.k0 + a, d.k0 + b, dest.ke);
+      std::copy(d.v0 + a, d.v0 + b, dest.v0 + (dest.ke - dest.k0));
+      dest.ke += b - a;
+      dest.km = dest.ke;  // (sorted, each key once, no zeros: as its row ended)
+    }
+    outputs.give(d.o.release());
   }
 };
 

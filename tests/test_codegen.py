@@ -747,6 +747,26 @@ def test_rows_appended_in_order_stay_on_one_thread() -> None:
                                                             np.arange(1.0, 2.0 + 2**16))
 
 
+def test_rows_by_key_in_chunks_are_the_rows_on_one_thread() -> None:
+    """Run by key (βAᵀA), the result's rows are cut in chunks of keys on several threads,
+    each chunk writing rows of its own, appended in order: the same CSR arrays, bit for
+    bit, as on one thread (a row's sums never cross a chunk)."""
+    dense = sp.random(3000, 2000, density=0.01, random_state=7, data_rvs=lambda k: (
+        np.random.default_rng(7).uniform(-2, 2, k))).toarray()
+    dense[5], dense[:, 7] = 0.0, 0.0  # (an empty row and column)
+    a: Any = sp.csr_array(dense)
+    src = ("A : {int[m] -> {int[n] -> real}}\n"
+           "sum(<i, r> in A) sum(<j, v> in r) sum(<k, w> in r) {j -> {k -> v * w}}")
+    one, three = sdqlite.compile(src, threads=1), sdqlite.compile(src, threads=3)
+    assert "sdql::by_key(" in three.cpp({"A": a}) and "sdql::parallel(" in three.cpp({"A": a})
+    assert sum(x.size for x in (a.indptr, a.indices, a.data)) >= api.PARALLEL_FROM
+    x: Any = one(A=a)
+    y: Any = three(A=a)
+    for name in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(x, name), getattr(y, name)), name
+    assert np.allclose(y.toarray(), (a.T @ a).toarray(), rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("source", [
     "x : real\nsin(let x = x * 2.0 in x)",                          # a unary operation's argument
     "x : real\nV : {int -> real}\nV(let x = 1 in x) * x",           # a lookup's key (an int x)
