@@ -366,9 +366,9 @@ def write(runs: list[Run], meta: dict[str, Any], out: Path, readme_root: Path | 
         f" on {meta['date']} ({meta['mode']} mode, {meta['minutes']} min).", "",
         f"- Machine: {meta['machine']}, {meta['memory_gib']} GiB, {meta['os']}.",
         f"- Load average {load[0]} at the start and {load[1]} at the end, on 2 cores"
-        + (": other processes competed for the CPU (another engineer's tests ran on this "
-           "machine), so times are noisy; compare systems within a case rather than across "
-           "runs." if max(load) > 1 else "."),
+        + (": above 1 (the harness's own processes count, and any other on the machine), "
+           "so times are noisy; compare systems within a case rather than across runs."
+           if max(load) > 1 else "."),
         "- Versions: " + ", ".join(f"{k} {x}" for k, x in v.items()) + ".",
         "- One thread everywhere (`OMP_NUM_THREADS=1`, `torch.set_num_threads(1)`, XLA "
         "`--xla_cpu_multi_thread_eigen=false`, TensorFlow intra/inter-op 1). A time is the "
@@ -421,8 +421,9 @@ def readme(root: Path, meta: dict[str, Any], runs: list[Run], probe: dict[str, A
         return
     body = [
         f"Last run: {meta['date']}, {meta['mode']} mode ({meta['minutes']} min), "
-        f"{meta['machine']}; load average {meta['load_before'][0]} at the start"
-        + (" (other processes shared the machine: times are noisy)"
+        f"{meta['machine']}; load average {meta['load_before'][0]} at the start, "
+        f"{meta['load_after'][0]} at the end"
+        + (" (above 1 on 2 cores: times are noisy)"
            if max(meta["load_before"][0], meta["load_after"][0]) > 1 else "")
         + ". Every run, why points are missing, and all figures: "
         "`benchmarks/results/summary.md`.",
