@@ -955,11 +955,7 @@ template <class V> struct csr {
         }
         summary[std::size_t(w)] = 0;
       }
-      i64* out = kr;
-      for (const auto& [k, v] : scratch) {
-        v0[out - k0] = v;
-        *out++ = k;
-      }
+      put_back(scratch);
     } else {  // (few keys far apart)
       for (i64* i = kr; i < ke; i++) {
         slot[std::size_t(*i)] = -1;
@@ -980,19 +976,18 @@ template <class V> struct csr {
       std::sort(keyed.begin(), keyed.end());
       auto& scratch = pairs();
       for (const auto w : keyed) scratch.emplace_back(i64(w >> 32), v0[kr + (w & 0xffffffffu) - k0]);
-      i64* u = kr;
-      for (const auto& [k, v] : scratch) {
-        v0[u - k0] = v;
-        *u++ = k;
-      }
-      return;
+      return put_back(scratch);
     }
     auto& scratch = pairs();
     for (i64* i = kr; i < ke; i++) scratch.emplace_back(*i, v0[i - k0]);
     std::sort(scratch.begin(), scratch.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
+    put_back(scratch);
+  }
+
+  void put_back(const std::vector<std::pair<i64, V>>& row) {  // the current row, rewritten
     i64* u = kr;
-    for (const auto& [k, v] : scratch) {
+    for (const auto& [k, v] : row) {
       v0[u - k0] = v;
       *u++ = k;
     }
