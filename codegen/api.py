@@ -137,6 +137,7 @@ class Compiled:
         default_factory=dict)  # plan's: by the inputs' types, kinds and formats
     sized: dict[tuple[object, ...], dict[str, int]] = field(
         default_factory=dict)  # check_sizes': by the inputs' types, kinds and shapes
+    doors: dict[tuple[object, ...], Door] = field(default_factory=dict)  # by signature
     decls: dict[str, Decl] = field(init=False)
     needed: frozenset[str] = field(init=False)  # the inputs a call needs
     order: list[str] = field(init=False)
@@ -178,8 +179,25 @@ class Compiled:
     # ---- calling ------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **inputs: Any) -> Any:
-        """The result for these inputs: by name, or by position in declaration order."""
-        return self.invoke(self.read(bind(self.program, args, inputs)))[1]
+        """The result for these inputs: by name, or by position in declaration order.
+        Data of a signature seen before (``I.signature``) go through its ``Door``."""
+        given = bind(self.program, args, inputs) if args else inputs
+        key = None
+        if len(given) == len(self.order) and all(x in given for x in self.order):
+            sigs = tuple(I.signature(given[x]) for x in self.order)
+            key = None if None in sigs else sigs
+        door = self.doors.get(key) if key is not None else None
+        if door is not None:
+            return door.call(self, given)
+        parsed = self.read(given)
+        bounds = self.check_sizes(parsed)
+        bufs, spec = self.plan(parsed, bounds)
+        result = self.run(self.build(spec), bufs, bounds)
+        if key is not None:
+            lowering = self.lowering(parsed, spec.formats)
+            self.doors[key] = Door(tuple((x, a.type, a.kind) for x, a in parsed.items()),
+                                   bounds, lowering, spec, _flat_elements(lowering, bufs))
+        return result
 
     def invoke(self, args: Mapping[str, Arg]) -> tuple[Specialized, Any]:
         """Check the sizes, lay the data out, run the kernel built for them: the
@@ -236,8 +254,7 @@ class Compiled:
                                                           self.destination, lowering.low)
         formats, lowering, dest = self.plans[key]
         inputs = self.buffers(lowering, args)
-        elements = {x: _ELEMENTS[b[0].dtype] for (x, _), b in zip(
-            lowering.low.inputs, inputs, strict=True) if x in lowering.elements}
+        elements = _flat_elements(lowering, inputs)
         if not R.affordable(dest, lowering.type, lowering.sizes, bounds):  # huge, few entries
             dest = "vec" if R.affordable("vec", lowering.type, lowering.sizes, bounds) \
                 else "value"
@@ -367,8 +384,9 @@ class Compiled:
         types = dict(lowering.inputs)
         for x, params in lowering.flat.items():
             arrays = I.flat_arrays(lowering.formats[x], args[x])
-            flat |= {name: _flat_buffers(arrays[p], types[name]) for p, name in params.items()
-                     if name in types}  # (an array the kernel does not read: sum(V)'s keys)
+            for p, name in params.items():
+                if name in types:  # (an array the kernel does not read: sum(V)'s keys)
+                    flat[name] = _flat_buffers(arrays[p], types[name])
         return [flat[x] if x in flat else as_is(args[x], t) for x, t in lowering.inputs]
 
     # ---- reading ------------------------------------------------------------------------
@@ -391,6 +409,37 @@ class Compiled:
             raise SDQLTypeError(f"declare the input {', '.join(missing)} (NAME : TYPE) to "
                                 "compile without data")
         return {x: Arg(x, decls[x].type, "value", None) for x in sorted(needed)}
+
+
+@dataclass(frozen=True)
+class Door:
+    """A call plan: what the first call with data of one signature worked out (the
+    inputs' types and kinds, the sizes, the formats, the kernel built for them), so that
+    a later call with data of that signature does only what its data decide: their
+    checks (``I.checked``), their buffers, the run.  Data whose layout turns out to need
+    another kernel (a non-canonical matrix made canonical with 64-bit indices) go the
+    general way."""
+
+    inputs: tuple[tuple[str, Type, I.Kind], ...]  # in the order read
+    bounds: dict[str, int]
+    lowering: Lowering = field(repr=False)
+    spec: Specialized = field(repr=False)  # built
+    elements: dict[str, str]  # the flat buffers' element types the kernel was built for
+
+    def call(self, c: Compiled, given: Mapping[str, Any]) -> Any:
+        args = {x: I.checked(x, given[x], t, kind, c.decls[x].type if x in c.decls else None,
+                             threads=c.threads)
+                for x, t, kind in self.inputs}
+        bufs = c.buffers(self.lowering, args)
+        if _flat_elements(self.lowering, bufs) != self.elements:
+            return c.invoke(args)[1]
+        return c.run(self.spec, bufs, self.bounds)
+
+
+def _flat_elements(lowering: Lowering, bufs: list[D.Buffers]) -> dict[str, str]:
+    """The C++ element types of the flat inputs' buffers."""
+    return {x: _ELEMENTS[b[0].dtype] for (x, _), b in zip(lowering.inputs, bufs, strict=True)
+            if x in lowering.elements}
 
 
 @overload
@@ -551,6 +600,8 @@ _ELEMENTS = {np.dtype(name): cpp for name, cpp in FLAT_TYPES.items()}
 def _flat_buffers(x: Any, t: Type) -> D.Buffers:
     """A flat parameter: an int (a 1-element array), or an index or value array as it
     is (32-bit indices stay so), as one buffer when it is a flat input."""
+    if type(x) is int:  # a length
+        return [np.array([x], dtype=np.int64)]
     a = np.asarray(x)
     if a.ndim == 0:
         return D.scalar(int(a), INT)

@@ -140,6 +140,35 @@ def read(name: str, x: Any, want: Type | None, *, threads: int = 1) -> Arg:
     return Arg(name, vt, "value", value)
 
 
+def signature(x: Any) -> object | None:
+    """What of an input's data decides how it is read, sized and laid out, but not its
+    checks or its buffers: its Python type, and a numpy array's or a CSR, CSC or COO
+    matrix's dtype and shape (``api.Door``).  None: data read afresh on every call (a
+    value, a scipy matrix in another format, a numpy scalar or subclass)."""
+    t = type(x)
+    if t is np.ndarray:
+        return (t, x.dtype, x.shape) if x.ndim else None
+    if t is float or t is int or t is bool:
+        return t
+    if scipy.sparse.issparse(x):
+        m: Any = x
+        return (t, m.format, m.shape, m.dtype) if m.format in ("csr", "csc", "coo") else None
+    return None
+
+
+def checked(name: str, x: Any, t: Type, kind: Kind, want: Type | None, *, threads: int = 1
+            ) -> Arg:
+    """An input read before with data of its signature (``t`` and ``kind`` known): only
+    what these data decide is checked (``read`` on a value)."""
+    match kind:
+        case "numpy":
+            _check_numbers(name, x)
+            return Arg(name, t, "numpy", x)
+        case "scipy":
+            return Arg(name, t, "scipy", check_sparse(name, x, threads))
+    return read(name, x, want, threads=threads)
+
+
 def plain(name: str, x: Any, want: Type | None, path: str = "") -> Value:
     """An SDQLite value of Python (and numpy) numbers, dicts and DenseArrays: numpy
     scalars read as numbers, an int as a real where a real is declared; a key, an int or
@@ -197,11 +226,7 @@ def _numpy_type(name: str, a: Any, want: Type | None) -> Type:
     if a.dtype.kind not in "iuf":
         raise DataError(f"input {name}: arrays of dtype {a.dtype} have no SDQLite type "
                         "(use float or int)")
-    if a.dtype.kind == "f" and not np.isfinite(a).all():
-        raise DataError(f"input {name}: the array holds a number that is not finite")
-    if a.dtype.kind == "u" and a.size and a.max() > INT64.max:
-        raise DataError(f"input {name}: the array holds {a.max()}, which does not fit in 64 "
-                        "bits, the C++ backend's int")
+    _check_numbers(name, a)
     if want is None:
         t: Type = INT if a.dtype.kind in "iu" else REAL
         for _ in range(a.ndim):
@@ -216,6 +241,19 @@ def _numpy_type(name: str, a: Any, want: Type | None) -> Type:
                         f"array of {a.dtype} (a dense array, or a real vector or matrix "
                         "declared sparse)")
     return want
+
+
+def _check_numbers(name: str, a: Any) -> None:
+    """An array's numbers are finite, and its ints fit in 64 bits."""
+    if a.dtype == np.float64 and a.flags.c_contiguous:  # one vectorized pass, no mask
+        finite = _checker().sdql_not_finite(D.address(a), a.size) == 0 if a.size else True
+    else:
+        finite = a.dtype.kind != "f" or bool(np.isfinite(a).all())
+    if not finite:
+        raise DataError(f"input {name}: the array holds a number that is not finite")
+    if a.dtype.kind == "u" and a.size and a.max() > INT64.max:
+        raise DataError(f"input {name}: the array holds {a.max()}, which does not fit in 64 "
+                        "bits, the C++ backend's int")
 
 
 # ---- scipy.sparse, checked ------------------------------------------------------------------
@@ -437,6 +475,8 @@ def _checker() -> Any:
     for fn in (lib.sdql_check_compressed, lib.sdql_check_coo):
         fn.argtypes = [*args, ctypes.c_int64]  # exact: no fast path
         fn.restype = ctypes.c_int64
+    lib.sdql_not_finite.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    lib.sdql_not_finite.restype = ctypes.c_int64
     return lib
 
 

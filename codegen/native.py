@@ -92,6 +92,10 @@ class Native:
         self.live = lib.sdql_outputs_live  # results not yet freed
         self.live.argtypes = []
         self.live.restype = ctypes.c_int64
+        self.arrays: dict[int, tuple[Any, Any]] = {}  # the argument arrays' types, by length
+        # an output handle comes back for a dictionary not written into the caller's array
+        self.handed = self.kernel.dest != "dense" and isinstance(self.kernel.result, DictT)
+        self.no_handle = ctypes.c_void_p()  # (the kernel sets it to null: nothing to free)
 
     def __call__(self, inputs: list[Buffers], dest: Any = None, threads: int = 1) -> Buffers:
         """Run on the inputs' buffers (in the kernel's input order): the result's buffers,
@@ -113,17 +117,19 @@ class Native:
             ptrs.append(None)
             lens.append(int(dest))
         n = max(1, len(ptrs))
+        if n not in self.arrays:
+            self.arrays[n] = ctypes.c_void_p * n, ctypes.c_int64 * n
+        pointers, lengths = self.arrays[n]
         status = Status(flags=CATCH_SIGINT if _main_thread() else 0, threads=threads)
-        t = self.kernel.result
         # (made before the call, so that an interrupt after it leaks nothing)
-        out = Output(self.free) if kind != "dense" and isinstance(t, DictT) else None
-        code = self.entry((ctypes.c_void_p * n)(*ptrs), (ctypes.c_int64 * n)(*lens),
-                          ctypes.byref(status), ctypes.byref(
-                              ctypes.c_void_p() if out is None else out.handle))
+        out = Output(self.free) if self.handed else None
+        code = self.entry(pointers(*ptrs), lengths(*lens), ctypes.byref(status),
+                          ctypes.byref(self.no_handle if out is None else out.handle))
         if code != 0:
             raise self.failure(status)
         if kind == "dense":
             return [dest]
+        t = self.kernel.result
         if not isinstance(t, DictT):  # a number, in the status
             return [np.array([status.real], dtype=np.float64) if t == REAL else
                     np.array([status.integer], dtype=np.int64)]

@@ -67,6 +67,11 @@ SDQLite values —
 14. an entry of a range, ``(lo:hi)(k)``, is k where lo <= k < hi and 0 elsewhere, for
    any 64-bit bounds: the compiled code reads it without building the range (the
    interpreter builds it, up to 10^7 positions).
+15. a call with data of a signature met before (``inputs.signature``: numpy arrays and
+   scipy matrices of the same dtype, shape and format, numbers of the same type) goes
+   through that signature's call plan (``api.Door``) without reading the data afresh, and
+   is the call of a program that has met no data: the same value, or the same error, for
+   data scaled, not finite, out of order or with a key past their shape.
 
 Where ``test_cpp_agreement.py`` checks the generated C++ on generated programs, this
 checks what ``codegen/api.py`` adds: reading and checking the inputs, choosing their
@@ -76,6 +81,7 @@ formats, laying out their buffers, specializing and caching, and reading results
 from __future__ import annotations
 
 import inspect
+import math
 import re
 import subprocess
 import time
@@ -616,6 +622,91 @@ def test_an_array_result_is_its_own_destination(destination: Destination) -> Non
     spec = compiled.specialized(compiled.read({"x": np.array([1.0, 2.0])}))
     assert isinstance(spec.result, DictT) and spec.result.dense and spec.sizes[0] == "n"
     assert spec.kernel.dest == "value"
+
+
+def _of_its_signature(x: Any, draw: Draw) -> Any:
+    """Data of ``x``'s signature whose entries differ: scaled, one of them not finite,
+    a scipy matrix's entries in another order or one of its keys past its shape."""
+    how = draw(st.sampled_from(["scaled", "not finite", "reordered", "past the shape"]))
+    if isinstance(x, float):
+        return x * 3 if how != "not finite" else math.nan
+    if isinstance(x, np.ndarray) and x.ndim:
+        y = x * 3
+        if how == "not finite" and y.size and y.dtype.kind == "f":
+            y.flat[0] = math.inf
+        return y
+    if not sp.issparse(x):
+        return x
+    m: Any = x
+    if m.format not in ("csr", "csc", "coo"):
+        return x
+    m = m.copy()
+    if how == "scaled" or m.nnz == 0:
+        m.data *= 3
+    elif how == "not finite" and m.dtype.kind == "f":
+        m.data[0] = math.nan
+    elif how == "reordered" and m.format == "coo":  # (the same entries)
+        m = sp.coo_array((m.data[::-1], tuple(c[::-1] for c in m.coords)), shape=m.shape)
+    elif how == "reordered":  # (the same keys, another order: in a row, or across rows)
+        m.indices[:] = m.indices[::-1]
+    elif m.format == "coo":
+        m.coords[0][0] = m.shape[0]
+    else:
+        m.indices[0] = m.shape[1] if m.format == "csr" else m.shape[0]
+    return m
+
+
+def _outcome(f: Any, data: dict[str, Any]) -> tuple[str, Any]:
+    try:
+        return "value", f(**data)
+    except SDQLiteError as err:
+        return type(err).__name__, str(err)
+
+
+@settings(max_examples=min(40, settings().max_examples))
+@given(kernel_data(), st.booleans(), st.data())
+def test_a_call_through_a_door_is_a_call_without_one(
+        case: tuple[str, dict[str, Any], dict[str, Input], bool], differentiate: bool,
+        data: st.DataObject) -> None:
+    kernel, given_data, _, declared = case
+    k = KERNELS[kernel]
+    source = k.source if declared else k.source.splitlines()[-1]
+    wrt = k.wrt if differentiate else None
+    seen = sdqlite.compile(source, wrt=wrt, output="value")
+    if _outcome(seen, given_data)[0] != "value":
+        return
+    other = {x: _of_its_signature(v, data.draw) for x, v in given_data.items()}
+    known = all(reading.signature(v) is not None for v in given_data.values())
+    assert len(seen.doors) == known
+    with patch.object(seen, "read", side_effect=AssertionError("read afresh")) \
+            if known else patch.object(seen, "name", seen.name):
+        got = _outcome(seen, other)
+    want = _outcome(sdqlite.compile(source, wrt=wrt, output="value"), other)
+    assert got[0] == want[0], (got, want)
+    if got[0] == "value":
+        assert values_equal(got[1], want[1], rel_tol=0, abs_tol=0), (got, want)
+    else:
+        assert got[1] == want[1]
+
+
+def test_data_laid_out_for_another_kernel_do_not_go_through_the_door() -> None:
+    """CSR arrays of 64-bit row pointers and 32-bit columns are read as they are when
+    canonical; out of order, scipy makes them canonical with 64-bit columns: the door's
+    kernel (built for 32-bit ones) must not read them (law 15)."""
+    f = sdqlite.compile(BATAX, wrt="X")
+
+    def matrix(cols: list[int]) -> Any:
+        m = sp.csr_array((np.array([1.0, 2.0, 3.0]), np.array(cols),
+                          np.array([0, 2, 3], dtype=np.int64)), shape=(2, 3))
+        m.indices = m.indices.astype(np.int32)  # (scipy's constructor makes them alike)
+        return m
+
+    x = np.array([1.0, -1.0, 0.5])
+    for cols in ([0, 2, 1], [2, 0, 1]):
+        a = matrix(cols)
+        want = 0.9 * (a.T @ a).toarray()
+        assert np.allclose(f(A=a, beta=0.9, X=x).toarray(), want, rtol=1e-15, atol=0)
+    assert len(f.doors) == 1
 
 
 def test_a_specialization_is_built_once_and_times_its_build() -> None:
