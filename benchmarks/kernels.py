@@ -292,12 +292,13 @@ def main(argv: list[str] | None = None) -> int:
     cop = cop20k(args.repeat) if (args.cop20k if args.cop20k is not None else
                                   not args.quick) else None
     lsq = least_squares(args.repeat) if "LSQ" in args.kernels else []
+    fixed = fixed_cost(args.repeat)
     if args.readme:
         (ROOT / "benchmarks" / "kernels-results.txt").write_text("\n".join(printed) + "\n")
         readme = ROOT / "README.md"
         loads = f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
         readme.write_text(with_table(readme.read_text(),
-                                     table(last, cop, args.repeat, loads, at, lsq)))
+                                     table(last, cop, args.repeat, loads, at, lsq, fixed)))
         print("\nwrote benchmarks/kernels-results.txt and the README's table")
     return 0
 
@@ -314,7 +315,8 @@ def _time(t: float) -> str:
 
 def table(last: dict[str, Row], cop: tuple[float, float, float, int, float, float] | None,
           repeat: int, loads: str, at: str = "unknown",
-          lsq: list[tuple[float, float, float]] | None = None) -> str:
+          lsq: list[tuple[float, float, float]] | None = None,
+          fixed: tuple[float, float] | None = None) -> str:
     """The README's table: each kernel at the largest case the sweep ran."""
     lines = [f"Measured by `make bench` on {time.strftime('%Y-%m-%d')}, commit {at} "
              f"({machine()}, "
@@ -343,6 +345,11 @@ def table(last: dict[str, Row], cop: tuple[float, float, float, int, float, floa
                           f"density {_power(d) if d in (1e-3, 1e-2) else f'{d:g}'}: "
                           f"{_time(t)} against {_time(base)} ({t / base:.2f}×)"
                           for d, t, base in lsq) + "."]
+    if fixed:
+        lines += ["", f"The front door's fixed cost: a call of a scalar kernel (the gradient "
+                      f"of `x * x * y` w.r.t. x, two numbers in, one out) takes "
+                      f"{fixed[0] * 1e6:.1f} µs, of which {fixed[1] * 1e6:.1f} µs is the "
+                      "kernel's own call through `ctypes`."]
     return "\n".join(lines)
 
 
@@ -440,6 +447,21 @@ def least_squares(repeat: int) -> list[tuple[float, float, float]]:
             f"{t['scipy'] * 1e6:7.1f} us   ratio {t['sdqlite'] / t['scipy']:5.2f}x")
         out.append((d, t["sdqlite"], t["scipy"]))
     return out
+
+
+def fixed_cost(repeat: int) -> tuple[float, float]:
+    """A whole call of a scalar kernel, and its kernel's bare call (seconds each)."""
+    f = sdqlite.compile("x : real\ny : real\nx * x * y", wrt="x")
+    assert f(x=1.5, y=2.0) == 6.0
+    spec = next(iter(f.doors.values())).spec
+    native = spec.native
+    assert native is not None
+    inputs = [[np.array([1.5])], [np.array([2.0])]]
+    t = alternating({"call": lambda: f(x=1.5, y=2.0), "kernel": lambda: native(inputs)},
+                    repeat, 2000)
+    say(f"\na scalar kernel's whole call: {t['call'] * 1e6:.1f} us (issue 26's aim: under "
+        f"20 us), its kernel's bare call {t['kernel'] * 1e6:.1f} us")
+    return t["call"], t["kernel"]
 
 
 def cop20k(repeat: int) -> tuple[float, float, float, int, float, float]:

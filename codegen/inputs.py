@@ -166,6 +166,8 @@ def checked(name: str, x: Any, t: Type, kind: Kind, want: Type | None, *, thread
             return Arg(name, t, "numpy", x)
         case "scipy":
             return Arg(name, t, "scipy", check_sparse(name, x, threads))
+    if type(x) is float and t == REAL:  # (what ``plain`` does with it)
+        return Arg(name, t, "value", _finite(x, f"input {name}"))
     return read(name, x, want, threads=threads)
 
 

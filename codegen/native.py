@@ -73,14 +73,19 @@ class _View:
 class Native:
     """A loaded kernel."""
 
+    #: the entry point's parameters, as ``__call__`` makes its arguments
+    ENTRY = (ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64),
+             ctypes.POINTER(Status), ctypes.POINTER(ctypes.c_void_p))
+
     built: Built
     kernel: Kernel
 
     def __post_init__(self) -> None:
         lib = self.built.library
         self.entry = getattr(lib, self.kernel.entry)
-        self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64),
-                               ctypes.POINTER(Status), ctypes.POINTER(ctypes.c_void_p)]
+        # each argument is made as its type in ENTRY below, so ctypes need not check it
+        # (a fifth of a scalar kernel's call)
+        self.entry.argtypes = None
         self.entry.restype = ctypes.c_int
         self.buffer = lib.sdql_output_buffer
         self.buffer.argtypes = [ctypes.c_void_p, ctypes.c_int64,
@@ -101,13 +106,10 @@ class Native:
         """Run on the inputs' buffers (in the kernel's input order): the result's buffers,
         or ``[dest]`` for a dense destination (a zeroed C-contiguous float64 array).  The
         kernel's loops at the top may use up to ``threads`` threads."""
-        ptrs: list[int | None] = []
-        lens: list[int] = []
-        for bufs in inputs:
-            for a in bufs:
-                assert a.flags.c_contiguous, "buffers are contiguous"
-                ptrs.append(address(a))
-                lens.append(a.size)
+        flat = [a for bufs in inputs for a in bufs]
+        assert all(a.flags.c_contiguous for a in flat), "buffers are contiguous"
+        ptrs: list[int | None] = [address(a) for a in flat]
+        lens: list[int] = [a.size for a in flat]
         kind = self.kernel.dest
         if kind == "dense":
             assert dest is not None and dest.flags.c_contiguous and dest.dtype == np.float64

@@ -44,6 +44,7 @@ import errno
 import fcntl
 import gc
 import hashlib
+import math
 import os
 import re
 import shutil
@@ -484,13 +485,17 @@ def test_ctypes_declares_each_function_as_the_cpp_does(native: N.Native) -> None
     declared = {native.kernel.entry: native.entry, "sdql_output_buffer": native.buffer,
                 "sdql_output_free": native.free, "sdql_outputs_live": native.live,
                 "sdql_check_compressed": checks.sdql_check_compressed,
-                "sdql_check_coo": checks.sdql_check_coo}
+                "sdql_check_coo": checks.sdql_check_coo,
+                "sdql_not_finite": checks.sdql_not_finite}
     assert set(declared) == set(found), (sorted(found), sorted(declared))
     for name, fn in declared.items():
         ret, params = found[name]
         assert fn.restype is C_TYPES[ret], (name, ret, fn.restype)
-        assert [ctypes.sizeof(a) for a in fn.argtypes] == [
+        argtypes = native.ENTRY if fn is native.entry else fn.argtypes  # (made, not checked)
+        assert [ctypes.sizeof(a) for a in argtypes] == [
             ctypes.sizeof(C_TYPES.get(p, ctypes.c_void_p)) for p in params], (name, params)
+    native.entry.argtypes = list(native.ENTRY)  # a call makes its arguments of those types
+    assert native([[np.array([4.0])]])[0][0] == math.log(4.0) + 2.0
 
 
 @settings(max_examples=min(20, settings().max_examples))
