@@ -59,16 +59,17 @@ $(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
 # The C++ agreement property on generated code built with AddressSanitizer and UBSan
 # (fewer programs: the `sanitize` profile), the sanitizers' runtimes preloaded into Python;
 # the door's check, on one thread and on two, on damaged arrays; and CSR results written
-# row by row (sdql::csr), in order or by key (sdql::by_key).  Then the loops run in
-# chunks on several threads (the agreement property runs each kernel on three), built
-# with ThreadSanitizer (-s: a race ends the process, and its report is on stderr).
+# row by row (sdql::csr), in order or by key (sdql::by_key), of 32- or 64-bit keys.  Then
+# the loops run in chunks on several threads (the agreement property runs each kernel on
+# three), built with ThreadSanitizer (-s: a race ends the process, its report on stderr).
 sanitize: setup
 	LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 SDQLITE_CXXFLAGS="$(SANITIZE_FLAGS)" HYPOTHESIS_PROFILE=sanitize \
 	  $(BIN)/pytest -q -p no:cacheprovider properties/test_cpp_agreement.py \
 	  properties/test_front_door.py::test_the_check_on_two_threads_is_the_check_on_one \
 	  tests/test_codegen.py::test_rows_written_in_key_order_are_appended_as_csr \
-	  'tests/test_codegen.py::test_rows_by_key_add_as_the_rows_loop_does[int32]'
+	  'tests/test_codegen.py::test_rows_by_key_add_as_the_rows_loop_does[int32]' \
+	  tests/test_codegen.py::test_a_csr_result_s_columns_are_32_bit_where_its_size_allows
 	LD_PRELOAD="$$($(CXX) -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1 \
 	SDQLITE_CXXFLAGS="$(TSAN_FLAGS)" HYPOTHESIS_PROFILE=sanitize \
 	  $(BIN)/pytest -s -q -p no:cacheprovider -p no:xdist properties/test_cpp_agreement.py \

@@ -256,10 +256,13 @@ class Compiled:
         inputs = self.buffers(lowering, args)
         elements = _flat_elements(lowering, inputs)
         if not R.affordable(dest, lowering.type, lowering.sizes, bounds):  # huge, few entries
-            dest = "vec" if R.affordable("vec", lowering.type, lowering.sizes, bounds) \
-                else "value"
+            dest = R.choose(lowering.type, lowering.sizes, self.destination, lowering.low,
+                            whole=False)
+            if not R.affordable(dest, lowering.type, lowering.sizes, bounds):
+                dest = "value"
         return inputs, self.specialized(args, formats=formats, elements=elements,
-                                        lowering=lowering, dest=dest)
+                                        lowering=lowering, dest=dest,
+                                        narrow=R.narrow(dest, lowering.sizes, bounds))
 
     def specialize(self, args: Mapping[str, Arg]) -> Specialized:
         """The compiled program for these inputs' types, kinds and formats (specialized and
@@ -303,7 +306,7 @@ class Compiled:
 
     def specialized(self, args: Mapping[str, Arg], *, formats: dict[str, Format] | None = None,
                     elements: dict[str, str] | None = None, lowering: Lowering | None = None,
-                    dest: Dest | None = None) -> Specialized:
+                    dest: Dest | None = None, narrow: bool = False) -> Specialized:
         """The specialized program for these inputs, not built (flat arrays of 64-bit
         indices unless ``elements`` says otherwise; the destination ``codegen/results.py``
         chooses unless ``dest`` does)."""
@@ -311,11 +314,11 @@ class Compiled:
         lowering = lowering or self.lowering(args, formats)
         elements = elements or lowering.elements
         dest = dest or R.choose(lowering.type, lowering.sizes, self.destination, lowering.low)
-        key = (id(lowering), tuple(sorted(elements.items())), dest)
+        key = (id(lowering), tuple(sorted(elements.items())), dest, narrow)
         if key not in self.cache:
             kernel = emit_kernel(_identifier(self.name), lowering.low,
                                  show(lowering.stages[-1].program), dest=dest, flat=elements,
-                                 lengths=flat_lengths(lowering.flat, formats))
+                                 lengths=flat_lengths(lowering.flat, formats), narrow=narrow)
             self.cache[key] = Specialized(lowering.stages, kernel, lowering.flat, formats,
                                           lowering.sizes, lowering.type,
                                           source=translation_unit([kernel]))

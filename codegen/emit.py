@@ -204,11 +204,12 @@ class Kernel:
 
 def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination = "value",
                 flat: Mapping[str, str] | None = None,
-                lengths: Mapping[str, str] | None = None) -> Kernel:
+                lengths: Mapping[str, str] | None = None, narrow: bool = False) -> Kernel:
     """The kernel ``name`` and its entry point for the lowered program ``low``.  ``dest``
     says where the result goes; ``flat`` names the inputs read in place as flat arrays,
     with their C++ element types (32-bit index arrays stay 32-bit); ``lengths`` what the
-    formats and the front door make true of flat arrays' lengths (``Extents``)."""
+    formats and the front door make true of flat arrays' lengths (``Extents``);
+    ``narrow``, that a ``rows`` result's column keys fit in 32 bits (written so)."""
     flats = dict(flat or {})
     parallel = parallel_loops(low)
     if dest == "rows":  # a CSR result in chunks: each chunk's n + 1 row pointers, merged row
@@ -218,7 +219,7 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
                   parallel, Extents(dict(lengths or {})))
     if dest == "rows":  # written in order as they are, or by key (results.choose)
         em.by_key = by_key(low)
-    dest_type, made = _destination(low.type, dest)
+    dest_type, made = _destination(low.type, dest, narrow)
     params = [f"{_param_type(t, flats.get(x))} {em.names(x)}" for x, t in low.inputs]
     params.append(f"{dest_type}& result")
     body = em.block(low.body, 1)
@@ -244,7 +245,7 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
     return Kernel(name, text, low.inputs, result, em.spans, frozenset(em.ops), flats, dest)
 
 
-def _destination(t: Type, dest: Destination) -> tuple[str, str]:
+def _destination(t: Type, dest: Destination, narrow: bool = False) -> tuple[str, str]:
     """The destination's C++ type, and the statement that makes it (after the inputs:
     the caller's memory and sizes come next)."""
     match dest:
@@ -261,7 +262,8 @@ def _destination(t: Type, dest: Destination) -> tuple[str, str]:
         case "rows":
             assert isinstance(t, DictT) and isinstance(t.val, DictT) and not t.val.dense \
                 and t.val.val in (REAL, INT), "a matrix of scalars"
-            csr = f"sdql::csr<{cpp_type(t.val.val)}>"
+            keys = ", std::int32_t" if narrow else ""
+            csr = f"sdql::csr<{cpp_type(t.val.val)}{keys}>"
             return csr, f"{csr} result{{lens[next]}};"
         case "dense":
             depth = len(_layers(t))

@@ -94,6 +94,9 @@ class Native:
         self.free = lib.sdql_output_free
         self.free.argtypes = [ctypes.c_void_p]
         self.free.restype = None
+        self.narrowed = lib.sdql_output_narrowed  # its index buffers of 32-bit ints, as bits
+        self.narrowed.argtypes = [ctypes.c_void_p]
+        self.narrowed.restype = ctypes.c_int64
         self.live = lib.sdql_outputs_live  # results not yet freed
         self.live.argtypes = []
         self.live.restype = ctypes.c_int64
@@ -137,10 +140,12 @@ class Native:
                     np.array([status.integer], dtype=np.int64)]
         assert out is not None
         result: Buffers = []
+        narrowed = self.narrowed(out.handle)
         for k in range(2 * len(layers(t)) + 1):
             ptr = ctypes.c_void_p()
             count = self.buffer(out.handle, k, ctypes.byref(ptr))
-            dtype = np.int64 if k < 2 * len(layers(t)) else leaf_dtype(t)
+            dtype = (np.int32 if narrowed >> k & 1 else np.int64) if k < 2 * len(layers(t)) \
+                else leaf_dtype(t)
             result.append(np.zeros(0, dtype=dtype) if count == 0 or not ptr.value else
                           np.asarray(_View(out, ptr.value, count, dtype)))
         return result

@@ -11,7 +11,8 @@ Result layers have storage formats as inputs do (DESIGN.md, "Results have format
           (``in_order``), or can write so when its loop over a compressed layer's rows
           runs by key (``emit.by_key``: βAᵀA): each row is written at the end of the CSR
           arrays themselves, made sorted when the next starts (``sdql::csr``), and those
-          arrays come back as they are
+          arrays come back as they are (32-bit column keys and row pointers where the
+          result's size allows, as scipy's: ``narrow``)
   value   anything else, built by the kernel and handed back as its buffers
 
 A destination of known size is used only where it fits in memory (the size of a layer
@@ -63,18 +64,19 @@ Destination = Literal["dense", "dict"]
 DEST_BUDGET = 1 << 30
 
 
-def choose(t: Type, sizes: list[Size], destination: Destination, low: Lowered | None = None
-           ) -> Dest:
+def choose(t: Type, sizes: list[Size], destination: Destination, low: Lowered | None = None,
+           *, whole: bool = True) -> Dest:
     """Where a result of type ``t`` goes, its layers' sizes (names) known or not: every
     layer an array where each layer's size is known and the lowered program fills the
-    layers below the first (``filled``), else the first layer an array (``vec``)."""
+    layers below the first (``filled``; unless not ``whole``: too large for these data),
+    else CSR rows written in order, else the first layer an array (``vec``)."""
     if destination != "dense" or not isinstance(t, DictT) or t.dense:
         return "value"
     if not sizes or sizes[0] in (None, NO_KEYS):
         return "value"
     depth = len(D.layers(t))
-    if scalar_of(t) == REAL and all(s not in (None, NO_KEYS) for s in sizes[:depth]) and (
-            depth == 1 or (low is not None and filled(low, depth))):
+    if whole and scalar_of(t) == REAL and all(s not in (None, NO_KEYS) for s in sizes[:depth]) \
+            and (depth == 1 or (low is not None and filled(low, depth))):
         return "dense"
     if (depth == 2 and isinstance(t.val, DictT) and not t.val.dense
             and scalar_of(t) in (REAL, INT) and low is not None
@@ -92,6 +94,18 @@ def shape(dest: Dest, t: Type, sizes: list[Size], bounds: Mapping[str, int]) -> 
 def affordable(dest: Dest, t: Type, sizes: list[Size], bounds: Mapping[str, int]) -> bool:
     """Does the destination of known size fit in memory for these data?"""
     return 8 * math.prod(shape(dest, t, sizes, bounds)) <= DEST_BUDGET
+
+
+def narrow(dest: Dest, sizes: list[Size], bounds: Mapping[str, int]) -> bool:
+    """Are a ``rows`` result's columns few enough for 32-bit keys (written so, as scipy
+    writes a matrix whose shape allows: a third less to write)?"""
+    if dest != "rows" or len(sizes) < 2 or sizes[1] in (None, NO_KEYS):
+        return False
+    return bounds.get(str(sizes[1]), INT32_SHAPE + 1) <= INT32_SHAPE
+
+
+#: the largest size scipy stores with 32-bit indices (``scipy.sparse``'s index dtype rule)
+INT32_SHAPE = 2**31 - 1
 
 
 def allocate(dest: Dest, t: Type, sizes: list[Size], bounds: Mapping[str, int]) -> Any:

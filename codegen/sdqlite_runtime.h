@@ -638,6 +638,9 @@ template <class T> using buffer = std::vector<T, uninit<T>>;
 
 struct output {
   std::vector<buffer<i64>> index;  // ptr, idx per layer
+  buffer<std::int32_t> narrow;     // index[moved]'s keys, when they are 32-bit ones
+  i64 moved = -1;
+  i64 narrowed = 0;                // a bit for each index buffer of 32-bit ints
   buffer<double> reals;
   buffer<i64> ints;
   output() { ++outputs_live; }
@@ -655,7 +658,7 @@ struct recycler {
   std::vector<std::unique_ptr<output>> kept;
 
   static std::size_t bytes(const output& o) {
-    std::size_t b = 8 * (o.reals.capacity() + o.ints.capacity());
+    std::size_t b = 8 * (o.reals.capacity() + o.ints.capacity()) + 4 * o.narrow.capacity();
     for (const auto& v : o.index) b += 8 * v.capacity();
     return b;
   }
@@ -675,6 +678,9 @@ struct recycler {
   void give(output* o) {
     std::unique_ptr<output> mine(o);
     for (auto& v : o->index) v.clear();
+    o->narrow.clear();
+    o->moved = -1;
+    o->narrowed = 0;
     o->reals.clear();
     o->ints.clear();
     std::lock_guard<std::mutex> lock(m);
@@ -753,36 +759,38 @@ template <class T> void count_at(const T& x, i64* n) {
 // they come (a write to the key just written adds into it); when the next row starts the
 // tail is made sorted, each key once, without zeros.  Rows never written stay empty.  No
 // storage per row and no copy: the arrays are the output itself.
-template <class V> struct csr;
+template <class V, class I = i64> struct csr;
 
-template <class V> struct csr_entry {  // result[k][j], as a destination: added into
-  csr<V>* c;
+template <class V, class I> struct csr_entry {  // result[k][j], as a destination: added into
+  csr<V, I>* c;
   i64 k, j;
   void operator+=(V v) const { c->add(k, j, v); }
 };
 
-template <class V> struct csr_row {  // result[k], as a destination
-  csr<V>* c;
+template <class V, class I> struct csr_row {  // result[k], as a destination
+  csr<V, I>* c;
   i64 k;
-  csr_entry<V> operator[](i64 j) const { return {c, k, j}; }
+  csr_entry<V, I> operator[](i64 j) const { return {c, k, j}; }
 };
 
-template <class V> struct csr {
+// A matrix's CSR arrays, written row by row; its column keys of type I (32 bits where
+// the result's columns are known to fit: a third less to write than 64-bit ones).
+template <class V, class I> struct csr {
   std::unique_ptr<output> o = outputs.take();
   buffer<i64>& pos;  // pos, idx and val are sized to their capacity while rows are written
-  buffer<i64>& idx;
+  buffer<I>& idx;
   buffer<V>& val;
   i64 *p0, *pe, *pn;  // pos: [p0, pe) written (the current row is pe - p0 - 1), pn its end
   // idx: the current row is [kr, ke), of which [kr, km) is merged (each key once); kc is
   // the capacity's end; val at the same places.  Cursors are pointers, not counts: no
   // store of an int into the arrays may change them, so none is read again after one.
-  i64 *k0 = nullptr, *kr = nullptr, *km = nullptr, *ke = nullptr, *kc = nullptr;
+  I *k0 = nullptr, *kr = nullptr, *km = nullptr, *ke = nullptr, *kc = nullptr;
   V* v0 = nullptr;
   bool shuffled = false;  // a key of the current row came after a larger one
   bool small = true;      // every key of the current row is in [0, row<V>::SPREAD)
   bool done = false;
 
-  explicit csr(i64 n) : pos(index(2)), idx(index(3)), val(leaves()) {
+  explicit csr(i64 n) : pos(index(2)), idx(keys()), val(leaves()) {
     o->index[0] = {0, n};  // a dense outer layer of n rows, starting at 0
     o->index[1] = {0};
     pos.resize(std::size_t(n + 1));
@@ -796,6 +804,17 @@ template <class V> struct csr {
   buffer<i64>& index(std::size_t k) {
     o->index.resize(4);
     return o->index[k];
+  }
+
+  buffer<I>& keys() {
+    if constexpr (std::is_same_v<I, i64>) {
+      return index(3);
+    } else {
+      index(3);
+      o->moved = 3;
+      o->narrowed |= 1 << 3;
+      return o->narrow;
+    }
   }
 
   buffer<V>& leaves() {
@@ -815,7 +834,7 @@ template <class V> struct csr {
     ke = k0 + used;
   }
 
-  csr_row<V> operator[](i64 k) { return {this, k}; }
+  csr_row<V, I> operator[](i64 k) { return {this, k}; }
 
   i64 rows() const { return pn - p0 - 1; }
 
@@ -829,9 +848,12 @@ template <class V> struct csr {
       if (shuffled && ke - kr >= 2 * (km - kr) + 1024) merge();  // half may be repeats
     }
     small = small && std::uint64_t(j) < std::uint64_t(row<V>::SPREAD);
+    if constexpr (!std::is_same_v<I, i64>) {  // (the sizes say it fits: else their bug)
+      if (i64(I(j)) != j) fail(OUTSIDE, -1, double(j));
+    }
     if (ke == kc) reserve(2 * (kc - k0), ke - k0);
     v0[ke - k0] = v;
-    *ke++ = j;
+    *ke++ = I(j);
   }
 
   void start(i64 k) {
@@ -860,8 +882,8 @@ template <class V> struct csr {
       merge();
       sort();
     }
-    i64* u = kr;
-    for (i64* i = kr; i < ke; i++) {
+    I* u = kr;
+    for (I* i = kr; i < ke; i++) {
       if (is_zero(v0[i - k0])) continue;
       v0[u - k0] = v0[i - k0];
       *u++ = *i;
@@ -876,10 +898,10 @@ template <class V> struct csr {
     if (small && ke - kr < INT32_MAX) {
       thread_local std::vector<std::int32_t> slot;  // key -> its place in the row, or -1
       i64 top = 0;
-      for (i64* i = kr; i < ke; i++) top = std::max(top, *i + 1);
+      for (I* i = kr; i < ke; i++) top = std::max(top, i64(*i) + 1);
       if (i64(slot.size()) < top) slot.resize(std::size_t(top), -1);
-      i64* u = kr;
-      for (i64* i = kr; i < ke; i++) {
+      I* u = kr;
+      for (I* i = kr; i < ke; i++) {
         auto& s = slot[std::size_t(*i)];
         if (s < 0) {
           s = std::int32_t(u - kr);
@@ -889,20 +911,20 @@ template <class V> struct csr {
           add_into(v0[kr + s - k0], v0[i - k0]);
         }
       }
-      for (i64* i = kr; i < u; i++) slot[std::size_t(*i)] = -1;
+      for (I* i = kr; i < u; i++) slot[std::size_t(*i)] = -1;
       km = ke = u;
       return;
     }
     auto& scratch = pairs();
-    for (i64* i = kr; i < ke; i++) scratch.emplace_back(*i, v0[i - k0]);
+    for (I* i = kr; i < ke; i++) scratch.emplace_back(*i, v0[i - k0]);
     std::stable_sort(scratch.begin(), scratch.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
-    i64* u = kr;
+    I* u = kr;
     for (const auto& [k, v] : scratch) {
       if (u > kr && u[-1] == k) {
         add_into(v0[u - 1 - k0], v);
       } else {
-        *u = k;
+        *u = I(k);
         v0[u - k0] = v;
         u++;
       }
@@ -918,21 +940,21 @@ template <class V> struct csr {
     thread_local std::vector<std::int32_t> slot;  // key -> its place in the row, or -1
     thread_local std::vector<std::uint64_t> bits, summary;  // (all zero between rows)
     i64 lo = *kr, hi = *kr;
-    for (i64* i = kr; i < ke; i++) {
-      lo = std::min(lo, *i);
-      hi = std::max(hi, *i);
+    for (I* i = kr; i < ke; i++) {
+      lo = std::min(lo, i64(*i));
+      hi = std::max(hi, i64(*i));
     }
     if (i64(slot.size()) <= hi) slot.resize(std::size_t(hi + 1), -1);
     if (i64(bits.size()) <= (hi >> 6)) bits.resize(std::size_t((hi >> 6) + 1), 0);
     if (i64(summary.size()) <= (hi >> 12)) summary.resize(std::size_t((hi >> 12) + 1), 0);
-    i64* u = kr;
-    for (i64* i = kr; i < ke; i++) {
+    I* u = kr;
+    for (I* i = kr; i < ke; i++) {
       const i64 k = *i;
       auto& s = slot[std::size_t(k)];
       if (s < 0) {
         s = std::int32_t(u - kr);
         v0[u - k0] = v0[i - k0];
-        *u++ = k;
+        *u++ = I(k);
         bits[std::size_t(k >> 6)] |= std::uint64_t(1) << (k & 63);
         summary[std::size_t(k >> 12)] |= std::uint64_t(1) << ((k >> 6) & 63);
       } else {
@@ -957,7 +979,7 @@ template <class V> struct csr {
       }
       put_back(scratch);
     } else {  // (few keys far apart)
-      for (i64* i = kr; i < ke; i++) {
+      for (I* i = kr; i < ke; i++) {
         slot[std::size_t(*i)] = -1;
         bits[std::size_t(*i >> 6)] = 0;
         summary[std::size_t(*i >> 12)] = 0;
@@ -972,24 +994,24 @@ template <class V> struct csr {
     if (small && ke - kr <= INT32_MAX) {  // (a key and its place in one word: sorted faster)
       thread_local std::vector<std::uint64_t> keyed;
       keyed.clear();
-      for (i64* i = kr; i < ke; i++) keyed.push_back(std::uint64_t(*i) << 32 | std::uint64_t(i - kr));
+      for (I* i = kr; i < ke; i++) keyed.push_back(std::uint64_t(*i) << 32 | std::uint64_t(i - kr));
       std::sort(keyed.begin(), keyed.end());
       auto& scratch = pairs();
       for (const auto w : keyed) scratch.emplace_back(i64(w >> 32), v0[kr + (w & 0xffffffffu) - k0]);
       return put_back(scratch);
     }
     auto& scratch = pairs();
-    for (i64* i = kr; i < ke; i++) scratch.emplace_back(*i, v0[i - k0]);
+    for (I* i = kr; i < ke; i++) scratch.emplace_back(*i, v0[i - k0]);
     std::sort(scratch.begin(), scratch.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     put_back(scratch);
   }
 
   void put_back(const std::vector<std::pair<i64, V>>& row) {  // the current row, rewritten
-    i64* u = kr;
+    I* u = kr;
     for (const auto& [k, v] : row) {
       v0[u - k0] = v;
-      *u++ = k;
+      *u++ = I(k);
     }
   }
 
@@ -1006,6 +1028,16 @@ template <class V> struct csr {
     while (pe < pn) *pe++ = top;
     idx.resize(std::size_t(top));
     val.resize(std::size_t(top));
+    if constexpr (!std::is_same_v<I, i64>) {  // 32-bit row pointers too, as scipy's, where
+      if (top <= INT32_MAX) {                 // the entries allow: narrowed in place
+        auto* bytes = reinterpret_cast<unsigned char*>(p0);
+        for (i64* p = p0; p < pn; p++) {  // (entry i's 4 bytes end before entry i + 1's 8)
+          const auto x = std::int32_t(*p);
+          std::memcpy(bytes + 4 * (p - p0), &x, 4);
+        }
+        o->narrowed |= 1 << 2;
+      }
+    }
     done = true;
   }
 };
@@ -1042,17 +1074,18 @@ template <class P, class I> keyed by_key(const arr<P>& pos, const arr<I>& idx, i
   return t;
 }
 
-template <class V> void prune(const csr_row<V>&) {}  // (its row is made so when it ends)
+template <class V, class I> void prune(const csr_row<V, I>&) {}  // (made so when it ends)
 
 template <class T> struct same { using type = T; };  // (a parameter its argument does not fix)
 
-template <class V> void add_into(const csr_entry<V>& e, typename same<V>::type v) { e += v; }
+template <class V, class I>
+void add_into(const csr_entry<V, I>& e, typename same<V>::type v) { e += v; }
 
-template <class V> void add_into(const csr_row<V>& a, const dict<V>& b) {
+template <class V, class I> void add_into(const csr_row<V, I>& a, const dict<V>& b) {
   for (const auto& [k, v] : b) a[k] += v;
 }
 
-template <class V> void prune(csr<V>& x) { x.finish(); }
+template <class V, class I> void prune(csr<V, I>& x) { x.finish(); }
 
 template <class T> output* encode(const T& x) {
   auto o = outputs.take();  // released if encoding throws (bad_alloc)
@@ -1078,7 +1111,7 @@ inline output* number(status* st, double x) { st->real = x; return nullptr; }
 inline output* number(status* st, i64 x) { st->integer = x; return nullptr; }
 inline output* number(status* st, bool x) { st->integer = x; return nullptr; }
 
-template <class V> output* encode(csr<V>& x) {
+template <class V, class I> output* encode(csr<V, I>& x) {
   x.finish();
   return x.o.release();
 }
@@ -1120,11 +1153,11 @@ template <int L> struct local<dense_ref<L>> {
   }
 };
 
-template <class V> struct local<csr<V>> {  // rows of its own, appended after the others'
-  csr<V> d;
-  explicit local(const csr<V>& x) : d(x.rows()) {}
-  csr<V>& get() { return d; }
-  void into(csr<V>& dest) {  // (this chunk's rows all come after the destination's)
+template <class V, class I> struct local<csr<V, I>> {  // rows of its own, appended after
+  csr<V, I> d;                                        // the others'
+  explicit local(const csr<V, I>& x) : d(x.rows()) {}
+  csr<V, I>& get() { return d; }
+  void into(csr<V, I>& dest) {  // (this chunk's rows all come after the destination's)
     d.end_row();
     const i64 written = d.pe - d.p0;  // rows 0 .. written - 1: the last one ends at ke
     for (i64 k = 0; k < written; k++) {
@@ -1506,6 +1539,10 @@ template <class F> i64 by_width(i64 w, F&& f) {  // an index array's integers: 3
 extern "C" {
 sdql::i64 sdql_output_buffer(const sdql::output* o, sdql::i64 k, const void** data) {
   const auto n = sdql::i64(o->index.size());
+  if (k == o->moved) {
+    *data = o->narrow.data();
+    return sdql::i64(o->narrow.size());
+  }
   if (k < n) {
     *data = o->index[std::size_t(k)].data();
     return sdql::i64(o->index[std::size_t(k)].size());
@@ -1519,6 +1556,9 @@ sdql::i64 sdql_output_buffer(const sdql::output* o, sdql::i64 k, const void** da
 }
 
 void sdql_output_free(sdql::output* o) { sdql::outputs.give(o); }
+
+// Which index buffers hold 32-bit ints: bit k for buffer k (the others are 64-bit).
+sdql::i64 sdql_output_narrowed(const sdql::output* o) { return o->narrowed; }
 
 sdql::i64 sdql_check_compressed(const void* pos, sdql::i64 pos_w, const void* idx, sdql::i64 idx_w,
                                 const double* val, sdql::i64 n_outer, sdql::i64 n_inner,

@@ -484,6 +484,7 @@ def test_ctypes_declares_each_function_as_the_cpp_does(native: N.Native) -> None
     checks = inputs._checker()
     declared = {native.kernel.entry: native.entry, "sdql_output_buffer": native.buffer,
                 "sdql_output_free": native.free, "sdql_outputs_live": native.live,
+                "sdql_output_narrowed": native.narrowed,
                 "sdql_check_compressed": checks.sdql_check_compressed,
                 "sdql_check_coo": checks.sdql_check_coo,
                 "sdql_not_finite": checks.sdql_not_finite}

@@ -401,6 +401,32 @@ def test_a_sum_over_one_entry_skips_a_zero_value(entry: str, want: float) -> Non
     assert sdqlite.evaluate(src, y=2.5) == want
 
 
+COPY = "A : {int[m] -> {int[n] -> real}}\nsum(<i, r> in A) {i -> sum(<j, v> in r) {j -> v}}"
+
+
+@pytest.mark.parametrize(("columns", "width"), [(2**31 - 1, np.int32), (2**31, np.int64)])
+def test_a_csr_result_s_columns_are_32_bit_where_its_size_allows(columns: int, width: Any
+                                                                 ) -> None:
+    """A matrix written as CSR rows has 32-bit column keys (and row pointers) where the
+    size of its columns is below 2³¹ (as scipy's), 64-bit ones otherwise: the largest key
+    is right either side of the limit."""
+    a = sp.csr_array(([2.0, 3.0], ([0, 2], [0, columns - 1])), shape=(3, columns))
+    got: Any = sdqlite.compile(COPY)(A=a)
+    assert got.indices.dtype == got.indptr.dtype == width
+    assert got.indices.tolist() == [0, columns - 1] and got.data.tolist() == [2.0, 3.0]
+    assert got.indptr.tolist() == [0, 1, 1, 2]
+
+
+def test_a_column_key_that_does_not_fit_32_bits_is_never_wrapped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Were the sizes wrong about a column key fitting in 32 bits, the kernel says so
+    (CodegenError) rather than write it wrapped."""
+    monkeypatch.setattr(results, "narrow", lambda dest, sizes, bounds: dest == "rows")
+    a = sp.csr_array(([3.0], ([2], [2**31])), shape=(3, 2**31 + 1))
+    with pytest.raises(CodegenError, match="wrote key 2147483648 outside the result's size"):
+        sdqlite.compile(COPY)(A=a)
+
+
 def test_a_matrix_result_comes_back_as_csr_with_sorted_columns() -> None:
     """A result whose first layer is an array (``vec``) and whose rows are sparse comes
     back as the CSR arrays the kernel wrote, each row sorted by column: rows of one entry
@@ -412,7 +438,9 @@ def test_a_matrix_result_comes_back_as_csr_with_sorted_columns() -> None:
     got: Any = f(V1=np.ones(5), V2=sp.coo_array(([1.0], ([2],)), shape=(5,)))
     assert isinstance(got, sp.csr_array) and got.has_sorted_indices
     assert np.array_equal(got.toarray(), np.eye(5))
-    assert "sdql::csr<double> result" in f.cpp({"V1": np.ones(5), "V2": np.ones(5)})
+    assert got.indices.dtype == got.indptr.dtype == np.int32  # (as scipy's own)
+    assert "sdql::csr<double, std::int32_t> result" in f.cpp({"V1": np.ones(5),
+                                                              "V2": np.ones(5)})
     # A^T A of a matrix of ±1 (columns shuffled within rows): rows of 30 entries, written
     # out of order, some of them cancelling to exactly zero
     rng = np.random.default_rng(1)
@@ -482,7 +510,7 @@ def test_rows_written_in_key_order_are_appended_as_csr() -> None:
     a, shuffled = _pm_ones(40, 30, 2)
     f = sdqlite.compile("A : {int[m] -> {int[n] -> real}}\nsum(<i, r> in A) "
                         "sum(<j, v> in r) sum(<k, w> in r) {i -> {k -> v * w}}")
-    assert "sdql::csr<double> result" in f.cpp({"A": shuffled})
+    assert "sdql::csr<double, std::int32_t> result" in f.cpp({"A": shuffled})
     got: Any = f(A=shuffled)
     want = a.sum(axis=1, keepdims=True) * a  # row i: (the sum of row i) * row i
     assert np.count_nonzero(want.sum(axis=1) == 0) > 1  # rows that cancel whole
@@ -494,7 +522,7 @@ def test_rows_written_in_key_order_are_appended_as_csr() -> None:
     src = ("A : {int[m] -> {int[n] -> real}}\nc : int\nsum(<i, r> in A) "
            "{i -> sum(<j, v> in r) sum(<k, w> in r) {k -> c}}")
     g = sdqlite.compile(src)
-    assert "sdql::csr<sdql::i64> result" in g.cpp({"A": shuffled, "c": 1})
+    assert "sdql::csr<sdql::i64, std::int32_t> result" in g.cpp({"A": shuffled, "c": 1})
     assert g(A=shuffled, c=3) == sdqlite.evaluate(src, A=shuffled, c=3)
     with pytest.raises(EvalError, match="integer overflow"):
         g(A=shuffled, c=2**61)
@@ -741,7 +769,7 @@ def test_rows_appended_in_order_stay_on_one_thread() -> None:
     src = "V : {dense_int[n] -> real}\nsum(<i, a> in V) {i -> {i -> a}}"
     f = sdqlite.compile(src, threads=2)
     cpp = f.cpp({"V": np.ones(5)})
-    assert "sdql::csr<double> result" in cpp and "sdql::parallel(" not in cpp
+    assert "sdql::csr<double, std::int32_t> result" in cpp and "sdql::parallel(" not in cpp
     got: Any = f(V=np.arange(1.0, 2.0 + 2**16))
     assert isinstance(got, sp.csr_array) and np.array_equal(got.diagonal(),
                                                             np.arange(1.0, 2.0 + 2**16))
