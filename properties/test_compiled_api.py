@@ -663,7 +663,7 @@ def _outcome(f: Any, data: dict[str, Any]) -> tuple[str, Any]:
         return type(err).__name__, str(err)
 
 
-@settings(max_examples=min(40, settings().max_examples))
+@settings(max_examples=min(25, settings().max_examples))
 @given(kernel_data(), st.booleans(), st.data())
 def test_a_call_through_a_door_is_a_call_without_one(
         case: tuple[str, dict[str, Any], dict[str, Input], bool], differentiate: bool,
@@ -672,7 +672,8 @@ def test_a_call_through_a_door_is_a_call_without_one(
     k = KERNELS[kernel]
     source = k.source if declared else k.source.splitlines()[-1]
     wrt = k.wrt if differentiate else None
-    seen = sdqlite.compile(source, wrt=wrt, output="value")
+    seen = sdqlite.compile(source, wrt=wrt, output="value", optimize=False)  # (no saturation:
+    # the door is the same whatever the kernel)
     if _outcome(seen, given_data)[0] != "value":
         return
     other = {x: _of_its_signature(v, data.draw) for x, v in given_data.items()}
@@ -681,7 +682,7 @@ def test_a_call_through_a_door_is_a_call_without_one(
     with patch.object(seen, "read", side_effect=AssertionError("read afresh")) \
             if known else patch.object(seen, "name", seen.name):
         got = _outcome(seen, other)
-    want = _outcome(sdqlite.compile(source, wrt=wrt, output="value"), other)
+    want = _outcome(sdqlite.compile(source, wrt=wrt, output="value", optimize=False), other)
     assert got[0] == want[0], (got, want)
     if got[0] == "value":
         assert values_equal(got[1], want[1], rel_tol=0, abs_tol=0), (got, want)
