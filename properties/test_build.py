@@ -440,6 +440,7 @@ def test_each_failure_the_runtime_reports_reads_as_its_error() -> None:
             N.Native(built, k)([])
 
 
+@settings(max_examples=min(50, settings().max_examples))  # (a gc.collect() each: ~0.15 s)
 @given(st.sampled_from([np.int64, np.float64]), st.integers(1, 50), st.integers(0, 2**31))
 def test_a_buffer_handed_back_is_read_in_place_and_owned(
         dtype: type, n: int, seed: int) -> None:
