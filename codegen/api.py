@@ -53,7 +53,7 @@ from codegen.inputs import Arg
 from codegen.native import Native
 from codegen.results import Destination, Output
 from sdqlite.ad.gradient import expand, gradient
-from sdqlite.check.sizes import Size, declared, result_sizes
+from sdqlite.check.sizes import Size, accumulator_sizes, declared, result_sizes
 from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import DataError, SDQLTypeError
 from sdqlite.opt.passes import normalize_multiplication
@@ -262,7 +262,8 @@ class Compiled:
                 dest = "value"
         return inputs, self.specialized(args, formats=formats, elements=elements,
                                         lowering=lowering, dest=dest,
-                                        narrow=R.narrow(dest, lowering.sizes, bounds))
+                                        narrow=R.narrow(dest, lowering.sizes, bounds),
+                                        work=R.workspaces(lowering.low, bounds, self.destination))
 
     def specialize(self, args: Mapping[str, Arg]) -> Specialized:
         """The compiled program for these inputs' types, kinds and formats (specialized and
@@ -306,19 +307,22 @@ class Compiled:
 
     def specialized(self, args: Mapping[str, Arg], *, formats: dict[str, Format] | None = None,
                     elements: dict[str, str] | None = None, lowering: Lowering | None = None,
-                    dest: Dest | None = None, narrow: bool = False) -> Specialized:
+                    dest: Dest | None = None, narrow: bool = False,
+                    work: Mapping[str, str] | None = None) -> Specialized:
         """The specialized program for these inputs, not built (flat arrays of 64-bit
         indices unless ``elements`` says otherwise; the destination ``codegen/results.py``
-        chooses unless ``dest`` does)."""
+        chooses unless ``dest`` does; accumulators in ``work`` kept as workspaces)."""
         formats = formats or self.formats_of(args)
         lowering = lowering or self.lowering(args, formats)
         elements = elements or lowering.elements
         dest = dest or R.choose(lowering.type, lowering.sizes, self.destination, lowering.low)
-        key = (id(lowering), tuple(sorted(elements.items())), dest, narrow)
+        work = dict(work or {})
+        key = (id(lowering), tuple(sorted(elements.items())), dest, narrow, tuple(work.items()))
         if key not in self.cache:
             kernel = emit_kernel(_identifier(self.name), lowering.low,
                                  show(lowering.stages[-1].program), dest=dest, flat=elements,
-                                 lengths=flat_lengths(lowering.flat, formats), narrow=narrow)
+                                 lengths=flat_lengths(lowering.flat, formats), narrow=narrow,
+                                 work=work)
             self.cache[key] = Specialized(lowering.stages, kernel, lowering.flat, formats,
                                           lowering.sizes, lowering.type,
                                           source=translation_unit([kernel]))
@@ -353,7 +357,10 @@ class Compiled:
         sizes = result_sizes(elab, sized)
         if self.wrt is not None:
             sizes += declared(sized[self.wrt])
-        low = lower(final, final_ctx, t, dps=self.dps)
+        keys = {flat[x][p]: declared(sized[x])[layer]  # the index arrays' bounds
+                for x in flat for p, layer in formats[x].keys.items() if p in flat[x]}
+        low = lower(final, final_ctx, t, dps=self.dps, sizes=accumulator_sizes(
+            final, {x: sized.get(x, t0) for x, t0 in final_ctx.items()}, keys))
         return Lowering(stages, low, flat, formats, sizes, t, _elements(low, flat, kinds))
 
     def _unoptimized(self, elab: Expr, ctx: dict[str, Type], formats: dict[str, Format]
@@ -376,7 +383,8 @@ class Compiled:
         assert spec.native is not None
         work = sum(b.size for bufs in inputs for b in bufs)
         out = spec.native(inputs, R.allocate(spec.kernel.dest, spec.result, spec.sizes, bounds),
-                          threads=self.threads if work >= PARALLEL_FROM else 1)
+                          threads=self.threads if work >= PARALLEL_FROM else 1,
+                          work=[bounds[n] for n in spec.kernel.work])
         return R.convert(out, spec.kernel.result, spec.result, spec.sizes, bounds,
                          self.output)
 

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import assert_never
 
+from sdqlite.check.sizes import Size
 from sdqlite.errors import NOT_EXPANDED, CodegenError
 from sdqlite.syntax.ast import (
     Add,
@@ -78,10 +79,12 @@ class Dest:
 
 @dataclass(frozen=True)
 class Decl:
-    """``T name{}``: an accumulator, zero to start with."""
+    """``T name{}``: an accumulator, zero to start with; ``keys`` bounds its first layer's
+    keys (``sdqlite.check.sizes.accumulator_sizes``: a declared size's name), if known."""
 
     name: str
     type: Type
+    keys: Size = None
 
 
 @dataclass(frozen=True)
@@ -177,10 +180,12 @@ class Lowered:
 Scope = dict[str, tuple[str, Type]]  # SDQLite name -> (IR name, type)
 
 
-def lower(e: Expr, ctx: Mapping[str, Type], t: Type, *, dps: bool) -> Lowered:
-    """The statements of an elaborated program ``ctx ⊢ e : t`` (Physical SDQLite)."""
+def lower(e: Expr, ctx: Mapping[str, Type], t: Type, *, dps: bool,
+          sizes: Mapping[int, list[Size]] | None = None) -> Lowered:
+    """The statements of an elaborated program ``ctx ⊢ e : t`` (Physical SDQLite);
+    ``sizes``: its sums' layers' sizes, by node (``accumulator_sizes``)."""
     inputs = tuple((x, erase(ctx[x])) for x in sorted(free_vars(e)))
-    low = _Lowering({x for x, _ in inputs} | {RESULT}, dps)
+    low = _Lowering({x for x, _ in inputs} | {RESULT}, dps, dict(sizes or {}))
     scope: Scope = {x: (x, t) for x, t in inputs}
     if t == BOOL:
         stmts, x, _ = low.value(e, scope)
@@ -196,6 +201,12 @@ def lower(e: Expr, ctx: Mapping[str, Type], t: Type, *, dps: bool) -> Lowered:
 class _Lowering:
     taken: set[str]  # every name is bound once in the generated code
     dps: bool
+    sizes: dict[int, list[Size]]
+
+    def decl(self, name: str, e: Sum) -> Decl:
+        """The accumulator of the sum ``e``."""
+        assert e.ty is not None, "elaborated"
+        return Decl(name, e.ty, next(iter(self.sizes.get(id(e), [])), None))
 
     def fresh(self, stem: str) -> str:
         """``stem`` itself when it is free, else ``stem1``, ``stem2``, ... (primes kept)."""
@@ -225,7 +236,7 @@ class _Lowering:
                 return [], e, zt
             case Sum(_, _, _, _, _, ty) if ty is not None:  # an accumulator
                 acc = self.fresh("acc")
-                return [Decl(acc, ty), *self.into(e, scope, Dest(acc), ty),
+                return [self.decl(acc, e), *self.into(e, scope, Dest(acc), ty),
                         *_prune(acc, ty)], Var(acc), ty
             case Let(x, rhs, body):
                 s1, rt, name = self._bind(x, rhs, scope)
@@ -338,7 +349,7 @@ class _Lowering:
         """``let x = rhs``: a sum accumulates into x itself, anything else is bound."""
         name = self.fresh(x)
         if isinstance(rhs, Sum) and rhs.ty is not None:
-            return [Decl(name, rhs.ty), *self.into(rhs, scope, Dest(name), rhs.ty),
+            return [self.decl(name, rhs), *self.into(rhs, scope, Dest(name), rhs.ty),
                     *_prune(name, rhs.ty)], rhs.ty, name
         s, r, rt = self.value(rhs, scope)
         return [*s, Bind(name, r, rt)], rt, name

@@ -30,6 +30,7 @@ from codegen.dps import (
     Stmt,
     When,
 )
+from sdqlite.check.sizes import NO_KEYS
 from sdqlite.errors import CodegenError, Span
 from sdqlite.syntax.ast import (
     Add,
@@ -53,6 +54,7 @@ from sdqlite.syntax.ast import (
     Unique,
     UnOp,
     Var,
+    children,
     free_vars,
 )
 from sdqlite.syntax.ops import UNARY_OPS
@@ -196,6 +198,7 @@ class Kernel:
     ops: frozenset[str] = frozenset()  # the unary operations it calls
     flat: dict[str, str] = field(default_factory=dict)  # input -> C++ element type
     dest: Destination = "value"
+    work: tuple[str, ...] = ()  # the sizes of its workspaces, passed after the result's
 
     @property
     def entry(self) -> str:
@@ -204,12 +207,14 @@ class Kernel:
 
 def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination = "value",
                 flat: Mapping[str, str] | None = None,
-                lengths: Mapping[str, str] | None = None, narrow: bool = False) -> Kernel:
+                lengths: Mapping[str, str] | None = None, narrow: bool = False,
+                work: Mapping[str, str] | None = None) -> Kernel:
     """The kernel ``name`` and its entry point for the lowered program ``low``.  ``dest``
     says where the result goes; ``flat`` names the inputs read in place as flat arrays,
     with their C++ element types (32-bit index arrays stay 32-bit); ``lengths`` what the
     formats and the front door make true of flat arrays' lengths (``Extents``);
-    ``narrow``, that a ``rows`` result's column keys fit in 32 bits (written so)."""
+    ``narrow``, that a ``rows`` result's column keys fit in 32 bits (written so);
+    ``work``, the accumulators kept as workspaces (``workspaces``) with their sizes."""
     flats = dict(flat or {})
     parallel = parallel_loops(low)
     if dest == "rows":  # a CSR result in chunks: each chunk's n + 1 row pointers, merged row
@@ -222,13 +227,17 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
     dest_type, made = _destination(low.type, dest, narrow)
     params = [f"{_param_type(t, flats.get(x))} {em.names(x)}" for x, t in low.inputs]
     params.append(f"{dest_type}& result")
+    em.work = {acc: em.names.fresh(f"{em.names(acc)}_size") for acc in work or {}}
+    params += [f"sdql::i64 {size}" for size in em.work.values()]
     body = em.block(low.body, 1)
     read = "".join(
         f"    const auto {em.names(x)} = sdql::flat<{flats[x]}>(data, lens, next);\n"
         if x in flats else
         f"    const auto {em.names(x)} = sdql::decode<{cpp_type(t)}>(data, next);\n"
         for x, t in low.inputs)
-    args = ", ".join([*(em.names(x) for x, _ in low.inputs), "result"])
+    after = {"value": 0, "vec": 1, "rows": 1, "dense": len(_layers(low.type))}[dest]
+    args = ", ".join([*(em.names(x) for x, _ in low.inputs), "result",
+                      *(f"lens[next + {after + i}]" for i in range(len(em.work)))])
     function = f"sdql_kernel_{name}"
     text = "".join(f"// {line}\n" for line in comment.splitlines())
     text += (f"static void {function}({', '.join(params)}) {{\n{body}}}\n\n"
@@ -242,7 +251,8 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
              f"  }});\n}}\n")
     result = {"value": low.type, "vec": _dense_layers(low.type, 1),
               "rows": _dense_layers(low.type, 1), "dense": _dense_layers(low.type, None)}[dest]
-    return Kernel(name, text, low.inputs, result, em.spans, frozenset(em.ops), flats, dest)
+    return Kernel(name, text, low.inputs, result, em.spans, frozenset(em.ops), flats, dest,
+                  tuple((work or {}).values()))
 
 
 def _destination(t: Type, dest: Destination, narrow: bool = False) -> tuple[str, str]:
@@ -316,6 +326,65 @@ def parallel_loops(low: Lowered) -> dict[int, str]:
                         and root not in reads:
                     out[id(st)] = root
     return out
+
+
+def workspaces(low: Lowered) -> dict[str, str]:
+    """The accumulators that may be kept in an array of their keys' size (``sdql::work``,
+    a dense workspace), each with the name of that size: declared at the top of the
+    kernel, one layer of scalars whose keys a declared size bounds (``Decl.keys``),
+    written by key only (``acc[k] += …``) and read only by loops over it and lookups into
+    it, after it is pruned (SMMM's column sums of A: a store each instead of a hash map's
+    probe)."""
+    found = {name: size for st in low.body
+             if isinstance(st, Decl) and (size := st.keys) is not None and size != NO_KEYS
+             and isinstance(st.type, DictT) and not st.type.dense and st.type.val in (REAL, INT)
+             for name in [st.name]}
+
+    def exprs(e: Expr) -> None:  # an accumulator read otherwise than by a lookup: not one
+        match e:
+            case Lookup(Var(), key):
+                return exprs(key)
+            case Var(x):
+                found.pop(x, None)
+        for c in children(e):
+            exprs(c)
+
+    def dest(d: Dest, keys: int | None) -> None:
+        for k in d.keys:
+            exprs(k)
+        if d.root in found and (keys is None or len(d.keys) != keys):
+            del found[d.root]
+
+    def walk(stmts: Sequence[Stmt]) -> None:
+        for st in stmts:
+            match st:
+                case Decl() | Prune():
+                    pass
+                case Bind(_, value, _):
+                    exprs(value)
+                case Loop(_, _, dom, _, body):
+                    if not isinstance(dom, Var):
+                        exprs(dom)
+                    walk(body)
+                case When(cond, body):
+                    exprs(cond)
+                    walk(body)
+                case AddInto(d, value, _):
+                    dest(d, 1)
+                    exprs(value)
+                case MulAddInto(d, a, b, _, _):
+                    dest(d, 1)
+                    exprs(a)
+                    exprs(b)
+                case Enter(_, d, _) | Assign(d, _):
+                    dest(d, None)
+                    if isinstance(st, Assign):
+                        exprs(st.value)
+                case _:
+                    assert_never(st)
+
+    walk(low.body)
+    return found
 
 
 @dataclass(frozen=True)
@@ -503,6 +572,7 @@ class _Emitter:
     #: a loop key -> the flat arrays it reads unchecked, at it and at it + 1
     unchecked: dict[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict)
     by_key: ByKey | None = None  # the rows' loop to run by key (a CSR result)
+    work: dict[str, str] = field(default_factory=dict)  # a workspace -> its size's C++ name
 
     # ---- statements ---------------------------------------------------------------------
     def block(self, stmts: Sequence[Stmt], depth: int) -> str:
@@ -511,6 +581,11 @@ class _Emitter:
     def stmt(self, s: Stmt, depth: int) -> str:
         pad = "  " * depth
         match s:
+            case Decl(name, t) if name in self.work:  # (one layer of scalars)
+                self.types[name] = t
+                assert isinstance(t, DictT)
+                work = f"sdql::work<{cpp_type(t.val)}>"
+                return f"{pad}{work} {self.names(name)}{{{self.work[name]}}};\n"
             case Decl(name, t):
                 self.types[name] = t
                 return f"{pad}{cpp_type(t)} {self.names(name)}{{}};\n"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,10 +106,12 @@ class Native:
         self.handed = self.kernel.dest != "dense" and isinstance(self.kernel.result, DictT)
         self.no_handle = ctypes.c_void_p()  # (the kernel sets it to null: nothing to free)
 
-    def __call__(self, inputs: list[Buffers], dest: Any = None, threads: int = 1) -> Buffers:
+    def __call__(self, inputs: list[Buffers], dest: Any = None, threads: int = 1,
+                 work: Sequence[int] = ()) -> Buffers:
         """Run on the inputs' buffers (in the kernel's input order): the result's buffers,
         or ``[dest]`` for a dense destination (a zeroed C-contiguous float64 array).  The
-        kernel's loops at the top may use up to ``threads`` threads."""
+        kernel's loops at the top may use up to ``threads`` threads; ``work``: the sizes
+        of its workspaces (``Kernel.work``)."""
         flat = [a for bufs in inputs for a in bufs]
         assert all(a.flags.c_contiguous for a in flat), "buffers are contiguous"
         ptrs: list[int | None] = [address(a) for a in flat]
@@ -121,6 +124,9 @@ class Native:
         elif kind in ("vec", "rows"):
             ptrs.append(None)
             lens.append(int(dest))
+        assert len(work) == len(self.kernel.work), "a size for each workspace"
+        ptrs += [None] * len(work)
+        lens += work
         n = max(1, len(ptrs))
         if n not in self.arrays:
             self.arrays[n] = ctypes.c_void_p * n, ctypes.c_int64 * n

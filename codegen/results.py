@@ -53,6 +53,7 @@ from codegen.dps import (
 )
 from codegen.emit import Destination as Dest
 from codegen.emit import by_key, effects
+from codegen.emit import workspaces as emit_workspaces
 from sdqlite.check.sizes import NO_KEYS, Size
 from sdqlite.syntax.ast import Expr, Range, SubArray, Var, free_vars
 from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, scalar_of
@@ -94,6 +95,17 @@ def shape(dest: Dest, t: Type, sizes: list[Size], bounds: Mapping[str, int]) -> 
 def affordable(dest: Dest, t: Type, sizes: list[Size], bounds: Mapping[str, int]) -> bool:
     """Does the destination of known size fit in memory for these data?"""
     return 8 * math.prod(shape(dest, t, sizes, bounds)) <= DEST_BUDGET
+
+
+def workspaces(low: Lowered, bounds: Mapping[str, int], destination: Destination = "dense"
+               ) -> dict[str, str]:
+    """The accumulators kept in an array of their keys' size (``emit.workspaces``), where
+    it fits in memory for these data; none for ``destination="dict"`` (hash maps
+    throughout).  The array is zeroed lazily: a workspace costs what is written into it."""
+    if destination != "dense":
+        return {}
+    return {acc: size for acc, size in emit_workspaces(low).items()
+            if size in bounds and 8 * bounds[size] <= DEST_BUDGET}
 
 
 def narrow(dest: Dest, sizes: list[Size], bounds: Mapping[str, int]) -> bool:

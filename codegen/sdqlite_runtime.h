@@ -328,6 +328,69 @@ template <class V> const V& lookup(const arr<V>& a, i64 k) {  // zero out of ran
   return k >= a.start && k < a.end() ? a.at(k) : zero<V>();
 }
 
+// A sum's accumulator whose keys lie in [0, n) (a dense workspace, as TACO's: Kjolstad et
+// al., CGO 2019): its values in an array of n, zeroed lazily by calloc (pages untouched
+// cost nothing), and the keys it was given, in the order they came.  Adding is a store,
+// where a hash map would hash and probe.  prune() then lists the keys in order, once,
+// those whose value is not zero: by scanning the array where the keys are many, by
+// sorting them where they are few.  Read only by a loop over it or a lookup into it
+// (codegen/results.py, workspaces): what a loop over a dictionary would read.
+template <class V> struct work {
+  struct freer {
+    void operator()(V* p) const { std::free(p); }
+  };
+  i64 n;
+  std::unique_ptr<V[], freer> values;
+  std::vector<i64> keys;  // (a key may come twice: its value back to zero, then not)
+
+  explicit work(i64 n_) : n(n_), values(static_cast<V*>(std::calloc(std::size_t(std::max<i64>(n_, 1)), sizeof(V)))) {
+    if (!values) throw std::bad_alloc();
+  }
+
+  V& operator[](i64 k) {  // the sizes analysis puts every key inside: checked if SDQL_CHECKED
+#ifdef SDQL_CHECKED
+    if (k < 0 || k >= n) fail(OUTSIDE, -1, double(k));
+#endif
+    V& v = values[std::size_t(k)];
+    if (is_zero(v)) keys.push_back(k);
+    return v;
+  }
+
+  void prune() {  // the keys in order, once each, their values not zero
+    std::size_t u = 0;
+    if (i64(keys.size()) * 8 >= n) {  // many: the array in order
+      keys.clear();
+      for (i64 k = 0; k < n; k++)
+        if (!is_zero(values[std::size_t(k)])) keys.push_back(k);
+      return;
+    }
+    std::sort(keys.begin(), keys.end());
+    for (std::size_t i = 0; i < keys.size(); i++)
+      if ((i == 0 || keys[i] != keys[i - 1]) && !is_zero(values[std::size_t(keys[i])]))
+        keys[u++] = keys[i];
+    keys.resize(u);
+  }
+
+  struct iterator {  // (key, value) of the pruned keys
+    const work* w;
+    const i64* p;
+    std::pair<i64, V> operator*() const { return {*p, w->values[std::size_t(*p)]}; }
+    iterator& operator++() {
+      ++p;
+      return *this;
+    }
+    bool operator!=(const iterator& o) const { return p != o.p; }
+  };
+  iterator begin() const { return {this, keys.data()}; }
+  iterator end() const { return {this, keys.data() + keys.size()}; }
+};
+
+template <class V> void prune(work<V>& w) { w.prune(); }
+
+template <class V> const V& lookup(const work<V>& w, i64 k) {  // zero out of range
+  return k >= 0 && k < w.n ? w.values[std::size_t(k)] : zero<V>();
+}
+
 // An index array of 32-bit integers (scipy's default) reads as 64-bit ints.
 inline i64 lookup(const arr<std::int32_t>& a, i64 k) {
   return k >= a.start && k < a.end() ? i64(a.at(k)) : 0;
@@ -1139,6 +1202,16 @@ template <class V> struct local<vec<V>> {
   vec<V>& get() { return d; }
   void into(vec<V>& dest) {
     for (std::size_t i = 0; i < d.items.size(); i++) add_into(dest.items[i], d.items[i]);
+  }
+};
+
+template <class V> struct local<work<V>> {  // a workspace of its own, added in by its keys
+  work<V> d;
+  explicit local(const work<V>& x) : d(x.n) {}
+  work<V>& get() { return d; }
+  void into(work<V>& dest) {
+    d.prune();
+    for (const i64 k : d.keys) add_into(dest[k], d.values[std::size_t(k)]);
   }
 };
 

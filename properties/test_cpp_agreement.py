@@ -43,6 +43,10 @@ views of views:
 8. reads at loop positions that the formats' stated lengths bound are made without a
    check (``emit.Extents``, as ``codegen/api.py`` emits them) and still agree; the
    sanitizer run builds them checked (``-DSDQL_CHECKED``), where a read outside fails.
+9. an accumulator at the top of a kernel whose keys a declared size bounds, read only by
+   loops and lookups, kept in an array of that size (``emit.workspaces``, a dense
+   workspace, as ``codegen/api.py`` chooses them: the formats' index arrays bound their
+   entries), gives the same value, on one thread and on three.
 
 Reals compare to 1e-9 (the C++ sums a hash map's entries in another order); dense
 arrays stored inside dictionaries compare pointwise
@@ -93,7 +97,7 @@ from properties.test_compiled_api import same_entries
 from properties.test_dps import CONDITIONAL, ENTERED
 from properties.test_sizes import sized_tensors
 from sdqlite.ad.gradient import checked
-from sdqlite.check.sizes import NO_KEYS, Size, result_sizes
+from sdqlite.check.sizes import NO_KEYS, Size, accumulator_sizes, declared, result_sizes
 from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import EvalError
 from sdqlite.opt.pipeline import Limits, pipeline
@@ -134,13 +138,24 @@ FILLED_TEXTS = (
     "sum(<i, row> in X2) {i -> {i -> 2.0}}")
 FILLED = [(typecheck(parse_expr(text), SIZED_CTX)[0], "x") for text in FILLED_TEXTS]
 
+#: 9. an accumulator at the top whose keys a declared size bounds (column sums: M's keys
+#: in its format's index array) kept as a workspace (``emit.workspaces``) where a loop or
+#: lookups read it; one added into whole (the sum of M's rows) stays a dictionary
+WORKSPACE_TEXTS = (
+    "sum(<k, v> in sum(<i, r> in M) sum(<j, a> in r) {j -> a}) {k -> v * 2.0}",
+    "let c = sum(<i, r> in M) sum(<j, a> in r) {j -> a * a} in sum(<j, b> in x) {j -> c(j) * b}",
+    "let c = sum(<i, r> in M) sum(<j, a> in r) {j -> a} in sum(<k, w> in c) w * w",
+    "sum(<k, v> in sum(<i, r> in M) r) {k -> v * x(k)}")
+WORKSPACES = [(typecheck(parse_expr(text), SIZED_CTX)[0], "x") for text in WORKSPACE_TEXTS]
+
 
 @st.composite
 def cases(draw: st.DrawFn) -> Case:
     wrt: str | None = None
     if draw(st.integers(0, 4)) == 0:  # over inputs with declared sizes
         e, _ = draw(st.one_of(sized_programs(), st.sampled_from([1, 2]).flatmap(
-            lambda o: sized_tensors(o).map(lambda t: (t, "x"))), st.sampled_from(FILLED)))
+            lambda o: sized_tensors(o).map(lambda t: (t, "x"))), st.sampled_from(FILLED),
+            st.sampled_from(WORKSPACES)))
         env = draw(st.one_of(sized_environments(), sized_environments(nonempty=True)))
         g = Generated(dict(SIZED_CTX), e, typecheck(e, SIZED_CTX)[1])
         formats = {x: draw(st.sampled_from(formats_for(t))) for x, t in SIZED_CTX.items()}
@@ -175,6 +190,7 @@ class Prepared:
     bounds: dict[str, int] = field(default_factory=dict)
     params: frozenset[str] = frozenset()  # the storage formats' flat arrays
     lengths: dict[str, str] = field(default_factory=dict)  # theirs, as the formats state
+    keys: dict[str, Size] = field(default_factory=dict)  # index arrays: their entries' bound
 
     @property
     def dense(self) -> bool:
@@ -213,7 +229,10 @@ def prepare(c: Case) -> Prepared:
         dense = bool(sizes) and sizes[0] not in (None, NO_KEYS) and isinstance(t, DictT) \
             and not t.dense
         event("a dense destination" if dense else "sized, no dense destination")
-        return Prepared(program, pctx, env, elab, c.env, sizes, bounds, _params(flat), lengths)
+        keys = {flat[x][p]: declared(ctx[x])[layer]  # as codegen/api.py gives them
+                for x in flat for p, layer in formats[x].keys.items() if p in flat[x]}
+        return Prepared(program, pctx, env, elab, c.env, sizes, bounds, _params(flat), lengths,
+                        keys)
     return Prepared(program, pctx, env, elab, c.env, params=_params(flat), lengths=lengths)
 
 
@@ -266,17 +285,27 @@ def check_batch(batch: list[Case]) -> None:
     kernels: list[Kernel] = []
     for i, (c, p) in enumerate(zip(batch, prepared, strict=True)):
         _, t = typecheck(p.program, p.ctx)
-        low = lower(p.program, p.ctx, t, dps=c.dps)
+        low = lower(p.program, p.ctx, t, dps=c.dps,  # (sizes: where the inputs declare them)
+                    sizes=accumulator_sizes(p.program, p.ctx, p.keys) if p.bounds else None)
         dest = R.choose(t, p.sizes, "dense", low) if p.dense else "value"  # as codegen/api.py
         event(f"destination {dest}")
+        work = R.workspaces(low, p.bounds)
+        if work:
+            event("an accumulator kept as a workspace")
         flat = {x: e for x, tx in low.inputs
                 if (e := flat_element(p.env[x], tx, i % 2 == 1 and x in p.params)) is not None}
-        kernels.append(emit_kernel(f"k{i}", low, dest=dest, flat=flat, lengths=p.lengths))
+        kernels.append(emit_kernel(f"k{i}", low, dest=dest, flat=flat, lengths=p.lengths,
+                                   work=work))
         if "sdql::at(" in kernels[-1].source:
             event("a read a format's length bounds, unchecked")
     built = build(translation_unit(kernels))
     for p, k in zip(prepared, kernels, strict=True):
-        run = Native(built, k)
+        native = Native(built, k)
+
+        def run(inputs: list[D.Buffers], dest: object, threads: int = 1, k: Kernel = k,
+                p: Prepared = p, native: Native = native) -> D.Buffers:
+            return native(inputs, dest, threads, work=[p.bounds[s] for s in k.work])
+
         inputs = [buffers(p.env[x], tx, k.flat.get(x)) for x, tx in k.inputs]
         t = typecheck(p.program, p.ctx)[1]
         try:

@@ -12,6 +12,9 @@
 4. The lengths a format states of its arrays (``Format.lengths``, on which the compiled
    loops' unchecked reads rely) hold of every layout: ``n`` and ``n+1`` exactly, and for
    ``@p`` every entry of the pointer array p (monotone from 0) at most the length.
+5. The index arrays whose entries a definition makes keys (``Format.keys``: CSR's idx,
+   of layer 1) hold keys of that layer of every value laid out, so below its size (what
+   the compiled code's workspaces rely on: ``sdqlite.check.sizes``).
 """
 
 from __future__ import annotations
@@ -78,6 +81,23 @@ def test_each_layout_has_the_lengths_its_format_states(case: tuple[Format, Value
     flat = layout(fmt, coo(v, fmt.stores), sizes)
     for array, length in fmt.lengths:
         assert holds(flat, length, len(flat[array])), (fmt.name, array, length)
+
+
+@given(stored())
+def test_each_key_array_holds_keys_of_its_layer(case: tuple[Format, Value, Any]) -> None:
+    fmt, v, sizes = case
+    assert fmt.stores is not None
+    keys, _ = coo(v, fmt.stores)
+    flat = layout(fmt, coo(v, fmt.stores), sizes)
+    for array, layer in fmt.keys.items():
+        assert set(np.asarray(flat[array]).tolist()) <= set(keys[layer].tolist()), fmt.name
+
+
+def test_the_key_arrays_are_those_fig_storage_spec_keys_by() -> None:
+    """Read off the figure: CSR's idx keys columns, CSC's rows, COO's row (and col)."""
+    assert {f.name: f.keys for f in STORED if f.keys} == {
+        "coo": {"row": 0}, "csr": {"idx": 1}, "csc": {"idx": 0},
+        "coo_matrix": {"row": 0, "col": 1}, "csf": {"idx1": 0, "idx2": 1, "idx3": 2}}
 
 
 def test_the_lengths_name_arrays_and_counts_of_their_format() -> None:

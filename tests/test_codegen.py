@@ -811,3 +811,75 @@ def test_a_let_in_a_value_s_place_shadows_the_name_it_binds(source: str, dps: bo
     given = {d.name: inputs[d.name] for d in prog.decls}
     want = sdqlite.evaluate(source, **given)
     assert sdqlite.compile(source, dps=dps, optimize=False)(**given) == pytest.approx(want)
+
+
+# ---- workspaces: an accumulator's keys bounded by a declared size (emit.workspaces) -------
+
+#: SMMM's gradient by B as the optimizer leaves it: A's column sums, then B's rows' shape
+COLUMN_SUMS = ("A : {int[m] -> {int[n] -> real}}\nB : {dense_int[n] -> {dense_int[p] -> real}}\n"
+               "let c = sum(<i, r> in A) sum(<k, a> in r) {k -> a} in "
+               "sum(<k, v> in c) {k -> sum(<j, b> in B(k)) {j -> v}}")
+
+
+def _cancelling(columns: int) -> Any:
+    """9 rows: column 5 gets a 1 in row 0; the last column 1, -1, 2 in rows 3, 4, 5 (back
+    to zero, then not: its key comes twice)."""
+    last = columns - 1
+    return sp.csr_array(([1.0, 1.0, -1.0, 2.0], ([0, 3, 4, 5], [5, last, last, last])),
+                        shape=(9, columns))
+
+
+@pytest.mark.parametrize("columns", [12, 100_000])  # keys many (scanned), few (sorted)
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_bounded_accumulator_is_a_workspace_and_a_key_that_came_twice_counts_once(
+        columns: int, threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The column sums of A, kept in an array of A's columns (``sdql::work``), are read
+    each once, without zeros: a column whose sum went back to zero and then not is listed
+    twice as it is written, once when read; on three threads it comes twice in a chunk of
+    its own (rows 3-5), which is added into the first chunk's workspace once."""
+    monkeypatch.setattr(api, "PARALLEL_FROM", 0)  # (chunks however small the data)
+    a = _cancelling(columns)
+    b = np.ones((columns, 2))
+    f = sdqlite.compile(COLUMN_SUMS, threads=threads)
+    assert "sdql::work<double> acc{" in f.cpp({"A": a, "B": b})
+    assert "sdql::parallel(sdql::i64(0), A_len, acc," in f.cpp({"A": a, "B": b})
+    got: Any = f(A=a, B=b)
+    assert isinstance(got, sp.csr_array) and got.shape == (columns, 2)
+    assert got.indptr.tolist() == [0] * 6 + [2] * (columns - 6) + [4]
+    assert got.indices.tolist() == [0, 1, 0, 1] and got.data.tolist() == [1.0, 1.0, 2.0, 2.0]
+
+
+SQUARED_COLUMN_SUMS = ("A : {int[m] -> {int[n] -> real}}\n"
+                       "let c = sum(<i, r> in A) sum(<k, a> in r) {k -> a} in "
+                       "sum(<k, v> in c) v * v")
+
+
+def test_an_accumulator_too_large_for_memory_stays_a_hash_map() -> None:
+    """A workspace is an array of its keys' size: for a matrix of 2⁴⁰ columns holding four
+    entries (8 TiB of array) the column sums stay a hash map, and the value is the same
+    as where they fit (without the budget, the array cannot be had)."""
+    f = sdqlite.compile(SQUARED_COLUMN_SUMS)
+    small, huge = _cancelling(12), _cancelling(2**40)
+    assert "sdql::work<double>" in f.cpp({"A": small})
+    assert "sdql::work<double>" not in f.cpp({"A": huge})
+    assert f(A=huge) == f(A=small) == 5.0
+
+
+def test_an_accumulator_read_whole_is_not_a_workspace() -> None:
+    """Only an accumulator written by key and read by loops over it and lookups into it
+    is kept as a workspace: one added into whole (the sum of A's rows), or added whole
+    into another, or handed back, stays a dictionary (a workspace has no such operation:
+    the program would not build)."""
+    def work(text: str) -> dict[str, str]:
+        program = parse_program("A : {int[m] -> {int[n] -> real}}\n" + text)
+        assert program.expr is not None
+        f = sdqlite.compile(program, optimize=False)
+        low = f.lowering(f.read({"A": _cancelling(12)}),
+                         f.formats_of(f.read({"A": _cancelling(12)}))).low
+        return emit.workspaces(low)
+
+    sums = "sum(<i, r> in A) sum(<k, a> in r) {k -> a}"
+    assert work(f"let c = {sums} in sum(<k, v> in c) v * c(k)") == {"c": "n"}
+    assert work("let c = sum(<i, r> in A) r in sum(<k, v> in c) v") == {}
+    assert work(f"let c = {sums} in sum(<i, r> in A) r + c") == {}
+    assert work(f"let c = {sums} in c") == {}

@@ -114,3 +114,21 @@ def test_result_sizes_follow_keys_not_shadowed_names() -> None:
     assert shadowed is not None and direct is not None
     assert result_sizes(typecheck(shadowed, ctx)[0], ctx) == [None]
     assert result_sizes(typecheck(direct, ctx)[0], ctx) == ["n"]
+
+
+def test_keys_from_an_index_array_are_below_its_bound_unless_it_is_shadowed() -> None:
+    """After storage composition keys come out of index arrays (``values``): a sum over
+    one, or a lookup into one, gives keys below its bound; a binder of the same name is
+    not that array."""
+    from sdqlite.check.sizes import accumulator_sizes
+    from sdqlite.syntax.parser import parse_expr
+
+    def outer(text: str) -> list[str | None]:
+        e = parse_expr(text)
+        return accumulator_sizes(e, {}, {"idx": "n", "row": "m"})[id(e)]
+
+    assert outer("sum(<p, j> in idx(0:3)) {j -> 1.0}") == ["n"]
+    assert outer("sum(<p, _> in (0:3)) {row(p) -> 1.0}") == ["m"]
+    assert outer("sum(<p, idx> in x) sum(<q, j> in idx) {j -> 1.0}") == [None]
+    assert outer("sum(<p, _> in (0:3)) let row = x in {row(p) -> 1.0}") == [None]
+    assert outer("sum(<p, j> in idx) {p -> 1.0}") == [None]  # (a position, not an entry)

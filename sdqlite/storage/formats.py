@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from sdqlite.errors import DataError, SDQLTypeError, Span
-from sdqlite.syntax.ast import Expr
+from sdqlite.syntax.ast import Expr, Lookup, Single, SubArray, Sum, Unique, Var
 from sdqlite.syntax.parser import Program, parse_expr
 from sdqlite.syntax.types import INT, REAL, DictT, Type, erase
 
@@ -67,6 +67,13 @@ class Format:
     @property
     def identity(self) -> bool:
         return self.stores is None
+
+    @cached_property
+    def keys(self) -> dict[str, int]:
+        """The index parameters whose entries are keys, each with its layer (CSR's ``idx``:
+        layer 1), read off the definition's singletons; the front door checks them below
+        that layer's size (``codegen/inputs.py``)."""
+        return _key_arrays(self.program, 0, {}) if self.definition else {}
 
 
 # ---- laying data out ----------------------------------------------------------------------
@@ -208,6 +215,30 @@ FORMATS: dict[str, Format] = {f.name: f for f in [
            (("idx1", "len"), ("pos2", "len+1"), ("idx2", "@pos2"), ("pos3", "@pos2+1"),
             ("idx3", "@pos3"), ("val", "@pos3"))),
 ]}
+
+def _key_arrays(e: Expr, layer: int, entries: dict[str, str]) -> dict[str, int]:
+    """The arrays whose entries are the keys of the singletons in ``e`` (at ``layer``);
+    ``entries``: a sum's value binder -> the array it iterates."""
+    match e:
+        case Sum(k, v, dom, body):
+            inner = {x: a for x, a in entries.items() if x not in (k, v)}
+            while isinstance(dom, SubArray | Unique):
+                dom = dom.arr if isinstance(dom, SubArray) else dom.arg
+            if isinstance(dom, Var):
+                inner[v] = dom.name
+            return _key_arrays(body, layer, inner)
+        case Single(key, val):
+            out = _key_arrays(val, layer + 1, entries)
+            while isinstance(key, Unique):
+                key = key.arg
+            match key:
+                case Var(x) if x in entries:
+                    out[entries[x]] = layer
+                case Lookup(Var(a), _):
+                    out[a] = layer
+            return out
+    return {}  # (a definition is sums of singletons)
+
 
 #: what users may write: ``coo`` and ``dense`` name the vector or the matrix format
 #: according to the input's type
