@@ -396,8 +396,9 @@ def kernel_only(f: Compiled, data: Data, repeat: int) -> float:
     inputs, spec = f.plan(args, bounds)
     native = f.build(spec).native
     assert native is not None
+    work = [bounds[n] for n in spec.kernel.work]  # (its workspaces' sizes)
     return timed(lambda: native(inputs, allocate(spec.kernel.dest, spec.result, spec.sizes,
-                                                 bounds)), repeat)
+                                                 bounds), work=work), repeat)
 
 
 def _build(f: Compiled) -> str:

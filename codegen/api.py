@@ -195,7 +195,9 @@ class Compiled:
         result = self.run(self.build(spec), bufs, bounds)
         if key is not None:
             lowering = self.lowering(parsed, spec.formats)
-            self.doors[key] = Door(tuple((x, a.type, a.kind) for x, a in parsed.items()),
+            self.doors[key] = Door(tuple((x, a.type, a.kind, self.decls[x].type
+                                          if x in self.decls else None)
+                                         for x, a in parsed.items()),
                                    bounds, lowering, spec, _flat_elements(lowering, bufs))
         return result
 
@@ -431,16 +433,15 @@ class Door:
     another kernel (a non-canonical matrix made canonical with 64-bit indices) go the
     general way."""
 
-    inputs: tuple[tuple[str, Type, I.Kind], ...]  # in the order read
+    inputs: tuple[tuple[str, Type, I.Kind, Type | None], ...]  # in the order read; declared
     bounds: dict[str, int]
     lowering: Lowering = field(repr=False)
     spec: Specialized = field(repr=False)  # built
     elements: dict[str, str]  # the flat buffers' element types the kernel was built for
 
     def call(self, c: Compiled, given: Mapping[str, Any]) -> Any:
-        args = {x: I.checked(x, given[x], t, kind, c.decls[x].type if x in c.decls else None,
-                             threads=c.threads)
-                for x, t, kind in self.inputs}
+        args = {x: I.checked(x, given[x], t, kind, declared_type, threads=c.threads)
+                for x, t, kind, declared_type in self.inputs}
         bufs = c.buffers(self.lowering, args)
         if _flat_elements(self.lowering, bufs) != self.elements:
             return c.invoke(args)[1]

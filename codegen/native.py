@@ -104,7 +104,6 @@ class Native:
         self.arrays: dict[int, tuple[Any, Any]] = {}  # the argument arrays' types, by length
         # an output handle comes back for a dictionary not written into the caller's array
         self.handed = self.kernel.dest != "dense" and isinstance(self.kernel.result, DictT)
-        self.no_handle = ctypes.c_void_p()  # (the kernel sets it to null: nothing to free)
 
     def __call__(self, inputs: list[Buffers], dest: Any = None, threads: int = 1,
                  work: Sequence[int] = ()) -> Buffers:
@@ -135,7 +134,9 @@ class Native:
         # (made before the call, so that an interrupt after it leaks nothing)
         out = Output(self.free) if self.handed else None
         code = self.entry(pointers(*ptrs), lengths(*lens), ctypes.byref(status),
-                          ctypes.byref(self.no_handle if out is None else out.handle))
+                          # (no output: a handle of its own, which the kernel sets to null;
+                          # one shared by all calls would be written by concurrent ones)
+                          ctypes.byref(ctypes.c_void_p() if out is None else out.handle))
         if code != 0:
             raise self.failure(status)
         if kind == "dense":

@@ -241,3 +241,19 @@ def test_make_bench_writes_the_readmes_table_between_its_markers() -> None:
     assert "peak memory 900 MiB in \"arr\", 700 MiB for scipy" in written
     assert "load average 0.50 at the start, 0.60 at the end" in written
     assert with_table(written, "again") == with_table(text, "again")
+
+
+def test_make_bench_times_a_kernel_alone_with_its_workspaces() -> None:
+    """``make bench``'s "kernel alone" column calls the built kernel as the front door
+    would, its workspaces' sizes given (SMMM's column sums are one; n = 50 here); the
+    front door's value is the formula's."""
+    import numpy as np
+
+    from benchmarks.kernels import KERNELS, agree, compiled, kernel_only
+
+    k = KERNELS["SMMM"]
+    data = k.data(50, 0.1, np.random.default_rng(0))
+    f = compiled(k, "arr")
+    assert "sdql::work<double>" in f.cpp(data)
+    assert agree(f(**data).toarray(), k.formula(data).toarray())
+    assert kernel_only(f, data, 1) > 0
