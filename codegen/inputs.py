@@ -469,7 +469,8 @@ def _affordable(nbytes: int, what: str) -> None:
 
 @cache
 def _checker() -> Any:
-    """The runtime's checks, from a shared object of the runtime alone (built once)."""
+    """The runtime's checks (and its dense-to-CSR conversion), from a shared object of the
+    runtime alone (built once)."""
     lib = build(translation_unit([])).library
     args: list[Any] = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                        ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
@@ -479,6 +480,12 @@ def _checker() -> Any:
         fn.restype = ctypes.c_int64
     lib.sdql_not_finite.argtypes = [ctypes.c_void_p, ctypes.c_int64]
     lib.sdql_not_finite.restype = ctypes.c_int64
+    lib.sdql_dense_counts.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                      ctypes.c_void_p]
+    lib.sdql_dense_counts.restype = ctypes.c_int64
+    lib.sdql_dense_entries.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                       ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    lib.sdql_dense_entries.restype = None
     return lib
 
 

@@ -37,6 +37,7 @@ import numpy as np
 import scipy.sparse
 
 from codegen import data as D
+from codegen import inputs as I
 from codegen.dps import (
     RESULT,
     AddInto,
@@ -205,13 +206,19 @@ def in_order(low: Lowered) -> bool:
 
 def _csr_of_dense(array: Any) -> Any:
     """A dense matrix's entries that are not zero as a CSR matrix, its columns sorted
-    (``scipy.sparse.csr_array(array)``, by masks: five times faster)."""
+    (``scipy.sparse.csr_array(array)``, in two passes of C: ten times faster than by numpy's
+    masks), with 32-bit indices where they fit, as scipy's."""
     n, p = array.shape
-    mask = array != 0
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(mask.sum(axis=1), out=indptr[1:])
-    cols = np.broadcast_to(np.arange(p, dtype=np.int64), (n, p))[mask]
-    m = scipy.sparse.csr_array((array[mask], cols, indptr), shape=(n, p))
+    a = np.ascontiguousarray(array, dtype=np.float64)
+    lib = I._checker()
+    indptr = np.empty(n + 1, dtype=np.int64)
+    nnz = lib.sdql_dense_counts(D.address(a), n, p, D.address(indptr))
+    wide = max(nnz, p) > INT32_SHAPE
+    cols = np.empty(nnz, dtype=np.int64 if wide else np.int32)
+    vals = np.empty(nnz, dtype=np.float64)
+    lib.sdql_dense_entries(D.address(a), n, p, D.address(cols), int(wide), D.address(vals))
+    m = scipy.sparse.csr_array((vals, cols, indptr if wide else indptr.astype(np.int32)),
+                               shape=(n, p))
     m.has_sorted_indices = True
     return m
 

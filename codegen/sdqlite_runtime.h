@@ -1658,6 +1658,33 @@ sdql::i64 sdql_check_coo(const void* outer, sdql::i64 outer_w, const void* inner
     });
   });
 }
+// A dense n × p matrix's entries that are not zero as CSR (what scipy.sparse.csr_array(a)
+// makes of it), for a result written densely that comes back sparse: the rows' counts
+// first (ptr[i + 1] - ptr[i]; the entries' count returned), then, into arrays of that
+// many, the columns (32- or 64-bit) and values, each row's in column order.
+sdql::i64 sdql_dense_counts(const double* a, sdql::i64 n, sdql::i64 p, sdql::i64* ptr) {
+  ptr[0] = 0;
+  for (sdql::i64 i = 0; i < n; i++) {
+    sdql::i64 c = 0;
+    for (sdql::i64 j = 0; j < p; j++) c += a[i * p + j] != 0;
+    ptr[i + 1] = ptr[i] + c;
+  }
+  return ptr[n];
+}
+
+void sdql_dense_entries(const double* a, sdql::i64 n, sdql::i64 p, void* cols, int wide,
+                        double* vals) {
+  sdql::i64 e = 0;
+  for (sdql::i64 i = 0; i < n; i++)
+    for (sdql::i64 j = 0; j < p; j++) {
+      const double x = a[i * p + j];
+      if (x == 0) continue;
+      if (wide) static_cast<std::int64_t*>(cols)[e] = j;
+      else static_cast<std::int32_t*>(cols)[e] = std::int32_t(j);
+      vals[e++] = x;
+    }
+}
+
 // How many of n numbers are not finite (a NaN's magnitude compares false): one pass the
 // compiler vectorizes, for a dense input's check.
 sdql::i64 sdql_not_finite(const double* v, sdql::i64 n) {

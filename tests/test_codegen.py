@@ -883,3 +883,22 @@ def test_an_accumulator_read_whole_is_not_a_workspace() -> None:
     assert work("let c = sum(<i, r> in A) r in sum(<k, v> in c) v") == {}
     assert work(f"let c = {sums} in sum(<i, r> in A) r + c") == {}
     assert work(f"let c = {sums} in c") == {}
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (4, 5), (50, 16)])
+def test_a_dense_result_comes_back_as_scipy_s_own_csr(shape: tuple[int, int]) -> None:
+    """A matrix result written densely whose type is sparse comes back as the CSR matrix
+    scipy makes of the array (``results._csr_of_dense``, two passes of C): the same rows,
+    columns in order, values, and 32-bit indices, zeros (-0.0 too) and empty rows left out."""
+    rng = np.random.default_rng(3)
+    array = rng.choice([0.0, -0.0, 1.5, -2.0], size=shape, p=[0.5, 0.1, 0.2, 0.2])
+    if shape[0]:
+        array[shape[0] // 2] = 0.0  # an empty row
+    got = results._csr_of_dense(array)
+    want = sp.csr_array(array)
+    want.eliminate_zeros()
+    assert got.shape == want.shape and got.has_sorted_indices
+    assert got.indptr.tolist() == want.indptr.tolist()
+    assert got.indices.tolist() == want.indices.tolist()
+    assert got.data.tolist() == want.data.tolist()
+    assert got.indices.dtype == got.indptr.dtype == np.int32
