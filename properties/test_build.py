@@ -476,7 +476,8 @@ def _prototypes(text: str) -> dict[str, tuple[str, list[str]]]:
 
 def test_ctypes_declares_each_function_as_the_cpp_does(native: N.Native) -> None:
     """Each function Python calls in a kernel's object — the entry point, the result's
-    buffers, their release, the count of results not released — is declared to ctypes
+    buffers, their release, the count of results not released, the runtime's checks and
+    its dense-to-CSR conversion — is declared to ctypes
     as C++ defines it: the same return type (a 64-bit length, not C's default int) and
     parameters of the same sizes (law 6)."""
     native = N.Native(native.built, native.kernel)  # declared here, not by the fixture
@@ -488,7 +489,9 @@ def test_ctypes_declares_each_function_as_the_cpp_does(native: N.Native) -> None
                 "sdql_output_narrowed": native.narrowed,
                 "sdql_check_compressed": checks.sdql_check_compressed,
                 "sdql_check_coo": checks.sdql_check_coo,
-                "sdql_not_finite": checks.sdql_not_finite}
+                "sdql_not_finite": checks.sdql_not_finite,
+                "sdql_dense_counts": checks.sdql_dense_counts,
+                "sdql_dense_entries": checks.sdql_dense_entries}
     assert set(declared) == set(found), (sorted(found), sorted(declared))
     for name, fn in declared.items():
         ret, params = found[name]
