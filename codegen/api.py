@@ -53,7 +53,13 @@ from codegen.inputs import Arg
 from codegen.native import Native
 from codegen.results import Destination, Output
 from sdqlite.ad.gradient import expand, gradient
-from sdqlite.check.sizes import Size, accumulator_sizes, declared, result_sizes
+from sdqlite.check.sizes import (
+    Size,
+    accumulator_sizes,
+    declared,
+    index_bounds,
+    result_sizes,
+)
 from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import DataError, SDQLTypeError
 from sdqlite.opt.passes import normalize_multiplication
@@ -359,8 +365,7 @@ class Compiled:
         sizes = result_sizes(elab, sized)
         if self.wrt is not None:
             sizes += declared(sized[self.wrt])
-        keys = {flat[x][p]: declared(sized[x])[layer]  # the index arrays' bounds
-                for x in flat for p, layer in formats[x].keys.items() if p in flat[x]}
+        keys = index_bounds(flat, {x: formats[x].keys for x in flat}, sized)
         low = lower(final, final_ctx, t, dps=self.dps, sizes=accumulator_sizes(
             final, {x: sized.get(x, t0) for x, t0 in final_ctx.items()}, keys))
         return Lowering(stages, low, flat, formats, sizes, t, _elements(low, flat, kinds))

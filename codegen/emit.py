@@ -335,10 +335,9 @@ def workspaces(low: Lowered) -> dict[str, str]:
     written by key only (``acc[k] += …``) and read only by loops over it and lookups into
     it, after it is pruned (SMMM's column sums of A: a store each instead of a hash map's
     probe)."""
-    found = {name: size for st in low.body
-             if isinstance(st, Decl) and (size := st.keys) is not None and size != NO_KEYS
-             and isinstance(st.type, DictT) and not st.type.dense and st.type.val in (REAL, INT)
-             for name in [st.name]}
+    found = {st.name: st.keys for st in low.body
+             if isinstance(st, Decl) and st.keys not in (None, NO_KEYS)
+             and isinstance(st.type, DictT) and not st.type.dense and st.type.val in (REAL, INT)}
 
     def exprs(e: Expr) -> None:  # an accumulator read otherwise than by a lookup: not one
         match e:

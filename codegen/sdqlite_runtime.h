@@ -357,7 +357,6 @@ template <class V> struct work {
   }
 
   void prune() {  // the keys in order, once each, their values not zero
-    std::size_t u = 0;
     if (i64(keys.size()) * 8 >= n) {  // many: the array in order
       keys.clear();
       for (i64 k = 0; k < n; k++)
@@ -365,10 +364,10 @@ template <class V> struct work {
       return;
     }
     std::sort(keys.begin(), keys.end());
-    for (std::size_t i = 0; i < keys.size(); i++)
-      if ((i == 0 || keys[i] != keys[i - 1]) && !is_zero(values[std::size_t(keys[i])]))
-        keys[u++] = keys[i];
-    keys.resize(u);
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    keys.erase(std::remove_if(keys.begin(), keys.end(),
+                              [&](i64 k) { return is_zero(values[std::size_t(k)]); }),
+               keys.end());
   }
 
   struct iterator {  // (key, value) of the pruned keys
@@ -1674,15 +1673,17 @@ sdql::i64 sdql_dense_counts(const double* a, sdql::i64 n, sdql::i64 p, sdql::i64
 
 void sdql_dense_entries(const double* a, sdql::i64 n, sdql::i64 p, void* cols, int wide,
                         double* vals) {
-  sdql::i64 e = 0;
-  for (sdql::i64 i = 0; i < n; i++)
-    for (sdql::i64 j = 0; j < p; j++) {
-      const double x = a[i * p + j];
-      if (x == 0) continue;
-      if (wide) static_cast<std::int64_t*>(cols)[e] = j;
-      else static_cast<std::int32_t*>(cols)[e] = std::int32_t(j);
-      vals[e++] = x;
-    }
+  const auto fill = [&](auto* c) {
+    sdql::i64 e = 0;
+    for (sdql::i64 i = 0; i < n; i++)
+      for (sdql::i64 j = 0; j < p; j++)
+        if (const double x = a[i * p + j]; x != 0) {
+          c[e] = decltype(+*c)(j);
+          vals[e++] = x;
+        }
+  };
+  if (wide) fill(static_cast<std::int64_t*>(cols));
+  else fill(static_cast<std::int32_t*>(cols));
 }
 
 // How many of n numbers are not finite (a NaN's magnitude compares false): one pass the

@@ -97,7 +97,7 @@ from properties.test_compiled_api import same_entries
 from properties.test_dps import CONDITIONAL, ENTERED
 from properties.test_sizes import sized_tensors
 from sdqlite.ad.gradient import checked
-from sdqlite.check.sizes import NO_KEYS, Size, accumulator_sizes, declared, result_sizes
+from sdqlite.check.sizes import NO_KEYS, Size, accumulator_sizes, index_bounds, result_sizes
 from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import EvalError
 from sdqlite.opt.pipeline import Limits, pipeline
@@ -229,8 +229,7 @@ def prepare(c: Case) -> Prepared:
         dense = bool(sizes) and sizes[0] not in (None, NO_KEYS) and isinstance(t, DictT) \
             and not t.dense
         event("a dense destination" if dense else "sized, no dense destination")
-        keys = {flat[x][p]: declared(ctx[x])[layer]  # as codegen/api.py gives them
-                for x in flat for p, layer in formats[x].keys.items() if p in flat[x]}
+        keys = index_bounds(flat, {x: formats[x].keys for x in flat}, ctx)  # as codegen/api.py
         return Prepared(program, pctx, env, elab, c.env, sizes, bounds, _params(flat), lengths,
                         keys)
     return Prepared(program, pctx, env, elab, c.env, params=_params(flat), lengths=lengths)

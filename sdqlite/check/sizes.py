@@ -59,19 +59,27 @@ def declared(t: Type) -> list[Size]:
     return out
 
 
-def result_sizes(e: Expr, ctx: Mapping[str, Type], values: Mapping[str, Size] | None = None
-                 ) -> list[Size]:
-    """One entry per dictionary layer of ``e``'s type (``e`` elaborated); ``values``: the
-    inputs whose entries are keys below a size (a format's index arrays)."""
-    return _Sizes(dict(values or {}), None).of(e, {x: declared(t) for x, t in ctx.items()}, {})
+def result_sizes(e: Expr, ctx: Mapping[str, Type]) -> list[Size]:
+    """One entry per dictionary layer of ``e``'s type (``e`` elaborated)."""
+    return _Sizes({}, None).of(e, {x: declared(t) for x, t in ctx.items()}, {})
 
 
 def accumulator_sizes(e: Expr, ctx: Mapping[str, Type], values: Mapping[str, Size]
                       ) -> dict[int, list[Size]]:
-    """The sizes of every ``sum`` in ``e``, by the id of its node."""
+    """The sizes of every ``sum`` in ``e``, by the id of its node; ``values``: the inputs
+    whose entries are keys below a size (``index_bounds``: a format's index arrays)."""
     seen: dict[int, list[Size]] = {}
     _Sizes(dict(values), seen).of(e, {x: declared(t) for x, t in ctx.items()}, {})
     return seen
+
+
+def index_bounds(flat: Mapping[str, Mapping[str, str]], keys: Mapping[str, Mapping[str, int]],
+                 ctx: Mapping[str, Type]) -> dict[str, Size]:
+    """The bound of each flat index array's entries: for input x laid out in flat arrays
+    ``flat[x]`` (parameter -> name), whose format keys layer l by parameter p
+    (``keys[x][p] = l``: ``Format.keys``), the size ``ctx[x]`` declares for layer l."""
+    return {flat[x][p]: declared(ctx[x])[layer]
+            for x in flat for p, layer in keys[x].items() if p in flat[x]}
 
 
 def _join(a: list[Size], b: list[Size]) -> list[Size]:
