@@ -11,7 +11,7 @@ the result (``codegen/sdqlite_runtime.h``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
@@ -56,6 +56,7 @@ from sdqlite.syntax.ast import (
     Var,
     children,
     free_vars,
+    subterms,
 )
 from sdqlite.syntax.ops import UNARY_OPS
 from sdqlite.syntax.types import (
@@ -222,6 +223,7 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
         parallel = {loop: d for loop, d in parallel.items() if d != RESULT}
     em = _Emitter(Names(), {x: t for x, t in low.inputs} | {RESULT: low.type}, [], set(),
                   parallel, Extents(dict(lengths or {})))
+    em.flat = frozenset(flats)
     if dest == "rows":  # written in order as they are, or by key (results.choose)
         em.by_key = by_key(low)
     dest_type, made = _destination(low.type, dest, narrow)
@@ -428,6 +430,41 @@ def by_key(low: Lowered) -> ByKey | None:
                 return None
 
 
+AHEAD = 16  # entries of the by-key loop: how far ahead its scattered reads are prefetched
+
+
+def _exprs(st: Stmt) -> Iterator[Expr]:
+    """The expressions of ``st`` and of the statements inside it."""
+    match st:
+        case Decl() | Prune():
+            pass
+        case Bind(_, value, _):
+            yield value
+        case Enter(_, dest, _):
+            yield from dest.keys
+        case Loop(_, _, dom, _, body) | When(dom, body):
+            yield dom
+            for s in body:
+                yield from _exprs(s)
+        case AddInto(dest, value, _) | Assign(dest, value):
+            yield from dest.keys
+            yield value
+        case MulAddInto(dest, a, b, _, _):
+            yield from (*dest.keys, a, b)
+        case _:
+            assert_never(st)
+
+
+def _loops(st: Stmt) -> Iterator[Loop]:
+    """The loops of ``st``, itself included, outermost first."""
+    match st:
+        case Loop(_, _, _, _, body) | When(_, body):
+            if isinstance(st, Loop):
+                yield st
+            for s in body:
+                yield from _loops(s)
+
+
 def _keyed(stmts: Sequence[Stmt], j: Var) -> bool:
     """Does every write into the result in ``stmts`` go to row ``j`` (or a name bound to
     it)?"""
@@ -572,6 +609,7 @@ class _Emitter:
     unchecked: dict[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict)
     by_key: ByKey | None = None  # the rows' loop to run by key (a CSR result)
     work: dict[str, str] = field(default_factory=dict)  # a workspace -> its size's C++ name
+    flat: frozenset[str] = frozenset()  # the inputs read as flat arrays
 
     # ---- statements ---------------------------------------------------------------------
     def block(self, stmts: Sequence[Stmt], depth: int) -> str:
@@ -653,23 +691,70 @@ class _Emitter:
             body = (Loop(loop.key, loop.val, loop.dom, loop.dom_type, body),)
         d = self.names(RESULT)
         whole = self.names.fresh(f"{d}_all")
+        at_entry, rows_read = self.read_ahead(b, body)
+        expect = (f"{pad}  {d}.expect({tv}.pairs_in({j}_lo, {j}_hi));  // each entry's row "
+                  f"written by the row's entries\n" if (b.pos, b.idx) in rows_read else "")
         return (f"{pad}{{  // by key: the result's rows in order, each whole\n"
                 f"{pad}  const auto {tv} = sdql::by_key({self.names(b.pos)}, "
                 f"{self.names(b.idx)}, {self.expr(rows.dom.hi)[0]}, {d}.rows());\n"
                 f"{pad}  sdql::parallel(sdql::i64(0), {tv}.keys(), {d}, [&](sdql::i64 {j}_lo, "
                 f"sdql::i64 {j}_hi, auto& {whole}) {{  // rows in chunks\n"
                 f"{pad}  decltype(auto) {d} = sdql::view({whole});\n"
-                f"{pad}  for (sdql::i64 {j} = {j}_lo, {j_end} = {j}_hi; {j} < {j_end};) {{\n"
+                + expect
+                + f"{pad}  for (sdql::i64 {j} = {j}_lo, {j_end} = {j}_hi; {j} < {j_end};) {{\n"
                 f"{pad}    SDQL_POLL();  // Ctrl-C stops the kernel\n"
                 f"{pad}    for (const sdql::i64 {j_stop} = sdql::block_end({j}, {j_end}); "
                 f"{j} < {j_stop}; ++{j}) {{\n"
                 f"{pad}      for (sdql::i64 {q} = {tv}.pos[{j}], {q_end} = {tv}.pos[{j} + 1]; "
                 f"{q} < {q_end}; ++{q}) {{\n"
-                f"{inner}const sdql::i64 {r} = {tv}.row[{q}];\n"
+                + self.ahead(tv, q, at_entry, rows_read, inner)
+                + f"{inner}const sdql::i64 {r} = {tv}.row[{q}];\n"
                 + (f"{inner}const sdql::i64 {rv} = {r};\n" if rv != r else "")
                 + f"{inner}const sdql::i64 {p} = {tv}.at[{q}];\n"
                 + self.block(body, depth + 4)
                 + f"{pad}      }}\n{pad}    }}\n{pad}  }}\n{pad}  }});\n{pad}}}\n")
+
+    def read_ahead(self, b: ByKey, body: Sequence[Stmt]) -> tuple[
+            frozenset[str], dict[tuple[str, str], frozenset[str]]]:
+        """What the by-key loop's entries read from flat arrays at places the counting
+        sort scattered: arrays at the entry's position p, and rows r's entries
+        (``idx(pos(r):pos(r+1))``, each (pos, idx) with the arrays read at their
+        positions)."""
+        p, rows = b.entries.key, {b.rows.key, b.rows.val}
+        at_entry = frozenset(
+            t.dict.name for st in body for e in _exprs(st) for t in subterms(e)
+            if isinstance(t, Lookup) and isinstance(t.dict, Var) and t.dict.name in self.flat
+            and t.key == Var(p))
+        rows_read: dict[tuple[str, str], frozenset[str]] = {}
+        for loop in (x for st in body for x in _loops(st)):
+            match loop.dom:
+                case SubArray(Var(idx), Lookup(Var(pos), Var(x)), _) \
+                        if x in rows and {idx, pos} <= self.flat:
+                    rows_read[pos, idx] = rows_read.get((pos, idx), frozenset()) | {
+                        t.dict.name for st in loop.body for e in _exprs(st)
+                        for t in subterms(e) if isinstance(t, Lookup)
+                        and isinstance(t.dict, Var) and t.dict.name in self.flat
+                        and t.key == Var(loop.key)}
+        return at_entry, rows_read
+
+    def ahead(self, tv: str, q: str, at_entry: frozenset[str],
+              rows_read: Mapping[tuple[str, str], frozenset[str]], pad: str) -> str:
+        """Prefetches for the entry AHEAD places on (the row's pointer with it) and, half
+        as far, for its row's first entries: the counting sort's order is the rows' order
+        scattered, a cache miss each (βAᵀA: 0.44 s to 0.33 s at n = 10⁵, density 10⁻⁴)."""
+        far = [f"sdql::ahead({self.names(a)}, {tv}.at[{q} + {AHEAD}]);" for a in sorted(at_entry)]
+        far += [f"sdql::ahead({self.names(pos)}, {tv}.row[{q} + {AHEAD}]);"
+                for pos, _ in sorted(rows_read)]
+        near = [f"const sdql::i64 s = sdql::lookup({self.names(pos)}, {tv}.row[{q} + "
+                f"{AHEAD // 2}]); " + " ".join(f"sdql::ahead({self.names(a)}, s);"
+                                                for a in sorted({idx, *reads}))
+                for (pos, idx), reads in sorted(rows_read.items())]
+        out = ""
+        if far:
+            out += f"{pad}if ({q} + {AHEAD} < {tv}.entries()) {{ {' '.join(far)} }}\n"
+        for line in near:
+            out += f"{pad}if ({q} + {AHEAD // 2} < {tv}.entries()) {{ {line} }}\n"
+        return out
 
     def loop(self, key: str, val: str, dom: Expr, dt: DictT, body: Sequence[Stmt],
              depth: int, into: str | None = None) -> str:

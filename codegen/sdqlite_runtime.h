@@ -123,6 +123,11 @@ template <class V> struct arr {
   }
 };
 
+// Position `pos` of `a` brought towards the cache ahead of its read (nothing if outside).
+template <class V> inline void ahead(const arr<V>& a, i64 pos) {
+  if (std::uint64_t(pos - a.start) < std::uint64_t(a.n)) __builtin_prefetch(a.p + (pos - a.start));
+}
+
 template <class V> arr<V> owned(std::vector<V>&& items, i64 start) {
   arr<V> a;
   if (items.empty()) return a;  // the empty array starts at 0, as in the interpreter
@@ -850,7 +855,12 @@ template <class V, class I> struct csr {
   V* v0 = nullptr;
   bool shuffled = false;  // a key of the current row came after a larger one
   bool small = true;      // every key of the current row is in [0, row<V>::SPREAD)
+  bool dense = false;     // the current row is added up in the table (to_dense)
   bool done = false;
+  std::vector<V> ws;                        // the table: values by key, and the keys'
+  std::vector<std::uint64_t> bits, summary;  // presence (all zero between rows)
+  i64 lo = 0, hi = 0;                       // the current row's smallest and largest key
+  std::vector<std::pair<i64, V>> scratch;   // (merge's)
 
   explicit csr(i64 n) : pos(index(2)), idx(keys()), val(leaves()) {
     o->index[0] = {0, n};  // a dense outer layer of n rows, starting at 0
@@ -900,12 +910,30 @@ template <class V, class I> struct csr {
 
   i64 rows() const { return pn - p0 - 1; }
 
+  // Room for about `entries` entries in all, if that is more than there is: the arrays
+  // then grow without a copy.  (A guess: beyond 2^27 entries they grow as they fill.)
+  void expect(i64 entries) {
+    const i64 c = std::min(entries, i64(1) << 27);
+    if (c > kc - k0) reserve(c, ke - k0);
+  }
+
   void add(i64 k, i64 j, V v) {  // result[k][j] += v
     if (pe - p0 - 1 != k) {
       start(k);
+    } else if (dense) {
+      if (std::uint64_t(j) < std::uint64_t(ws.size())) return touch(j, v);
+      if (std::uint64_t(j) < std::uint64_t(row<V>::SPREAD)) {
+        grow(j + 1);
+        return touch(j, v);
+      }
+      spill();  // (a key beyond the table's reach: appended, the row sorted when it ends)
     } else if (ke > kr) {
       const i64 last = ke[-1];
       if (last == j) return add_into(v0[ke - 1 - k0], v);
+      if (j < last && small && std::uint64_t(j) < std::uint64_t(row<V>::SPREAD)) {
+        to_dense(j);
+        return touch(j, v);
+      }
       shuffled = shuffled || j < last;
       if (shuffled && ke - kr >= 2 * (km - kr) + 1024) merge();  // half may be repeats
     }
@@ -930,6 +958,7 @@ template <class V, class I> struct csr {
   }
 
   void end_row() {  // the current row sorted, each key once, without zeros
+    if (dense) return flush();
     if (ke - kr <= 1) {  // (most rows of a diagonal: one entry, or none)
       if (ke > kr && is_zero(v0[kr - k0])) ke = kr;
       return;
@@ -938,12 +967,7 @@ template <class V, class I> struct csr {
   }
 
   __attribute__((noinline)) void tidy() {
-    if (shuffled && small && ke - kr < INT32_MAX) {
-      merge_in_order();
-    } else if (shuffled) {
-      merge();
-      sort();
-    }
+    if (shuffled) merge();
     I* u = kr;
     for (I* i = kr; i < ke; i++) {
       if (is_zero(v0[i - k0])) continue;
@@ -953,31 +977,10 @@ template <class V, class I> struct csr {
     ke = u;
   }
 
-  // The current row's repeated keys merged, each at its first place, its values added in
-  // the order they came: through a table of places when every key is small (the row's
-  // order kept), else by a stable sort (the row sorted).
+  // The current row sorted, its repeated keys merged, the values of each added in the
+  // order they came (a stable sort).
   __attribute__((noinline)) void merge() {
-    if (small && ke - kr < INT32_MAX) {
-      thread_local std::vector<std::int32_t> slot;  // key -> its place in the row, or -1
-      i64 top = 0;
-      for (I* i = kr; i < ke; i++) top = std::max(top, i64(*i) + 1);
-      if (i64(slot.size()) < top) slot.resize(std::size_t(top), -1);
-      I* u = kr;
-      for (I* i = kr; i < ke; i++) {
-        auto& s = slot[std::size_t(*i)];
-        if (s < 0) {
-          s = std::int32_t(u - kr);
-          v0[u - k0] = v0[i - k0];
-          *u++ = *i;
-        } else {
-          add_into(v0[kr + s - k0], v0[i - k0]);
-        }
-      }
-      for (I* i = kr; i < u; i++) slot[std::size_t(*i)] = -1;
-      km = ke = u;
-      return;
-    }
-    auto& scratch = pairs();
+    scratch.clear();
     for (I* i = kr; i < ke; i++) scratch.emplace_back(*i, v0[i - k0]);
     std::stable_sort(scratch.begin(), scratch.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -994,93 +997,79 @@ template <class V, class I> struct csr {
     km = ke = u;
   }
 
-  // merge() and sort() in one, for a row of small keys: each key's place in the row
-  // (a table) and its presence (a bit in a word, and the word's in a summary word) as it
-  // comes; then the words the summary marks, read in order, give the keys sorted.  The
-  // summary spans (largest - smallest) / 4096 words: a sort instead when that is more.
-  void merge_in_order() {
-    thread_local std::vector<std::int32_t> slot;  // key -> its place in the row, or -1
-    thread_local std::vector<std::uint64_t> bits, summary;  // (all zero between rows)
-    i64 lo = *kr, hi = *kr;
-    for (I* i = kr; i < ke; i++) {
-      lo = std::min(lo, i64(*i));
-      hi = std::max(hi, i64(*i));
+  // A row out of key order whose keys are small is added up in a table (a workspace):
+  // its values by key, zero between rows, and its keys' presence, a bit in a word and
+  // the word's in a summary word.  The keys are listed where the row's entries go, as
+  // they first come.  When the row ends, the words the summary marks, read in order, give
+  // its keys sorted — or a sort of the list, when the summary's span, (largest -
+  // smallest) / 4096 words, is more than four a key.  Each key's values are added in the
+  // order they came, from zero: the sums of the rows appended and merged.
+  __attribute__((noinline)) void to_dense(i64 j) {  // (the row so far ascending, each key once)
+    grow(std::max<i64>(ke[-1], j) + 1);
+    dense = true;
+    lo = INT64_MAX;
+    hi = -1;
+    I* const end = ke;
+    ke = kr;
+    for (I* i = kr; i < end; i++) touch(*i, v0[i - k0]);  // (each key back in its place)
+  }
+
+  void grow(i64 top) {
+    const auto n = std::size_t(std::min(row<V>::SPREAD, std::max<i64>(top, 2 * i64(ws.size()))));
+    ws.resize(n, V{});
+    bits.resize((n + 63) / 64, 0);
+    summary.resize((n + 4095) / 4096, 0);
+  }
+
+  void touch(i64 j, V v) {  // the table's result[k][j] += v, j inside it
+    auto& word = bits[std::size_t(j >> 6)];
+    const std::uint64_t bit = std::uint64_t(1) << (j & 63);
+    if (!(word & bit)) {
+      word |= bit;
+      summary[std::size_t(j >> 12)] |= std::uint64_t(1) << ((j >> 6) & 63);
+      if (ke == kc) reserve(2 * (kc - k0), ke - k0);
+      *ke++ = I(j);
+      lo = std::min(lo, j);
+      hi = std::max(hi, j);
     }
-    if (i64(slot.size()) <= hi) slot.resize(std::size_t(hi + 1), -1);
-    if (i64(bits.size()) <= (hi >> 6)) bits.resize(std::size_t((hi >> 6) + 1), 0);
-    if (i64(summary.size()) <= (hi >> 12)) summary.resize(std::size_t((hi >> 12) + 1), 0);
+    add_into(ws[std::size_t(j)], v);
+  }
+
+  void flush() {  // the table's row written in key order, without zeros; the table zero again
     I* u = kr;
-    for (I* i = kr; i < ke; i++) {
-      const i64 k = *i;
-      auto& s = slot[std::size_t(k)];
-      if (s < 0) {
-        s = std::int32_t(u - kr);
-        v0[u - k0] = v0[i - k0];
+    const auto out = [&](i64 k) {
+      V& x = ws[std::size_t(k)];
+      if (!is_zero(x)) {
+        v0[u - k0] = x;
         *u++ = I(k);
-        bits[std::size_t(k >> 6)] |= std::uint64_t(1) << (k & 63);
-        summary[std::size_t(k >> 12)] |= std::uint64_t(1) << ((k >> 6) & 63);
-      } else {
-        add_into(v0[kr + s - k0], v0[i - k0]);
       }
-    }
-    ke = u;
-    auto& scratch = pairs();
+      x = V{};
+    };
     if ((hi >> 12) - (lo >> 12) <= 4 * (ke - kr)) {
       for (i64 w = lo >> 12; w <= (hi >> 12); w++) {
         for (std::uint64_t m = summary[std::size_t(w)]; m; m &= m - 1) {
           const i64 b = (w << 6) + __builtin_ctzll(m);
-          for (std::uint64_t x = bits[std::size_t(b)]; x; x &= x - 1) {
-            const i64 k = (b << 6) + __builtin_ctzll(x);
-            auto& s = slot[std::size_t(k)];
-            scratch.emplace_back(k, v0[kr + s - k0]);
-            s = -1;
-          }
+          for (std::uint64_t x = bits[std::size_t(b)]; x; x &= x - 1) out((b << 6) + __builtin_ctzll(x));
           bits[std::size_t(b)] = 0;
         }
         summary[std::size_t(w)] = 0;
       }
-      put_back(scratch);
     } else {  // (few keys far apart)
+      std::sort(kr, ke);
       for (I* i = kr; i < ke; i++) {
-        slot[std::size_t(*i)] = -1;
         bits[std::size_t(*i >> 6)] = 0;
         summary[std::size_t(*i >> 12)] = 0;
+        out(*i);
       }
-      sort();
     }
-    km = ke;
+    km = ke = u;
+    dense = false;
   }
 
-  void sort() {  // the merged row (each key once) in key order
-    if (std::is_sorted(kr, ke)) return;
-    if (small && ke - kr <= INT32_MAX) {  // (a key and its place in one word: sorted faster)
-      thread_local std::vector<std::uint64_t> keyed;
-      keyed.clear();
-      for (I* i = kr; i < ke; i++) keyed.push_back(std::uint64_t(*i) << 32 | std::uint64_t(i - kr));
-      std::sort(keyed.begin(), keyed.end());
-      auto& scratch = pairs();
-      for (const auto w : keyed) scratch.emplace_back(i64(w >> 32), v0[kr + (w & 0xffffffffu) - k0]);
-      return put_back(scratch);
-    }
-    auto& scratch = pairs();
-    for (I* i = kr; i < ke; i++) scratch.emplace_back(*i, v0[i - k0]);
-    std::sort(scratch.begin(), scratch.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    put_back(scratch);
-  }
-
-  void put_back(const std::vector<std::pair<i64, V>>& row) {  // the current row, rewritten
-    I* u = kr;
-    for (const auto& [k, v] : row) {
-      v0[u - k0] = v;
-      *u++ = I(k);
-    }
-  }
-
-  static std::vector<std::pair<i64, V>>& pairs() {
-    thread_local std::vector<std::pair<i64, V>> scratch;
-    scratch.clear();
-    return scratch;
+  void spill() {  // the table's row back in the arrays, sorted: appended to from here on
+    flush();
+    shuffled = true;
+    small = false;
   }
 
   void finish() {
@@ -1110,7 +1099,13 @@ template <class V, class I> struct csr {
 // sizes analysis put inside the result: reported as the result's write would be.
 struct keyed {
   buffer<i64> pos, row, at;  // key j's entries: row[q], at[q] for q in [pos[j], pos[j+1])
+  i64 pairs = 0;             // the sum of each row's entries squared (βAᵀA's updates)
   i64 keys() const { return i64(pos.size()) - 1; }
+  i64 entries() const { return i64(row.size()); }
+  i64 pairs_in(i64 lo, i64 hi) const {  // keys lo .. hi - 1's share of them, roughly
+    const i64 n = entries();
+    return n == 0 ? 0 : i64(__int128(pairs) * (pos[std::size_t(hi)] - pos[std::size_t(lo)]) / n);
+  }
 };
 
 template <class P, class I> keyed by_key(const arr<P>& pos, const arr<I>& idx, i64 n, i64 m) {
@@ -1127,6 +1122,8 @@ template <class P, class I> keyed by_key(const arr<P>& pos, const arr<I>& idx, i
   t.at.resize(std::size_t(e1 - e0));
   std::vector<i64> next(t.pos.begin(), t.pos.end() - 1);
   for (i64 r = 0; r < n; r++) {
+    const i64 len = i64(at(pos, r + 1)) - i64(at(pos, r));
+    t.pairs = len > (i64(1) << 31) ? INT64_MAX : std::min(INT64_MAX - len * len, t.pairs) + len * len;
     for (i64 e = i64(at(pos, r)), end = i64(at(pos, r + 1)); e < end; e++) {
       const auto q = std::size_t(next[std::size_t(at(idx, e))]++);
       t.row[q] = r;

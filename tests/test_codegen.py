@@ -481,7 +481,8 @@ def _pm_ones(rows: int, cols: int, seed: int) -> tuple[Any, Any]:
 def test_rows_written_out_of_order_merge_keys_anywhere_and_check_their_sums(
         fmt: str, written: str) -> None:
     """A row written out of order (``sdql::row``, or ``sdql::csr`` by key) merges repeated
-    keys through a table of places when every key is in [0, 2^22), by a stable sort
+    keys through a table (of places; of values in ``sdql::csr``) when every key is in
+    [0, 2^22), by a stable sort
     otherwise: keys far apart and negative give the interpreter's value, and an integer
     sum that overflows while two updates of one key are merged fails (the interpreter's
     unbounded sum is refused when it is handed back as numpy's 64 bits, not crashed on)."""
@@ -500,6 +501,26 @@ def test_rows_written_out_of_order_merge_keys_anywhere_and_check_their_sums(
         sdqlite.evaluate(big, A=shuffled, c=2**61)
     with pytest.raises(EvalError, match="integer overflow"):
         g(A=shuffled, c=2**61)
+
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_row_added_up_in_the_table_until_a_key_beyond_it(threads: int) -> None:
+    """A CSR row written out of key order is added up in a table while its keys are below
+    2^22 (``sdql::csr::to_dense``); a larger key then puts the row back in the arrays,
+    sorted, and the rest is appended and merged (``spill``).  AᵀA's rows keyed k^6
+    (below 2^22 for k <= 12): row j takes row 0's keys, all small, then row 1's from
+    the smallest, so in the table, then row 1's large ones.  With repeated keys and rows
+    that cancel whole; against the interpreter, on one thread and on two."""
+    a, _ = _pm_ones(40, 30, 4)
+    a[0, 13:] = 0.0
+    src = ("A : {int[m] -> {int[n] -> real}}\nsum(<i, r> in A) sum(<j, v> in r) "
+           "sum(<k, w> in r) {j -> {k * k * k * k * k * k -> v * w}}")
+    f = sdqlite.compile(src, threads=threads)
+    assert "sdql::by_key(" in f.cpp({"A": sp.csr_array(a)})
+    want = sdqlite.evaluate(src, A=sp.csr_array(a))
+    assert 12**6 < 2**22 <= 13**6 and a[1, 0] != 0 and a[1, 13] != 0
+    assert _as_dict(f(A=sp.csr_array(a))) == want  # (a dict: its keys have no declared size)
 
 
 def test_rows_written_in_key_order_are_appended_as_csr() -> None:
