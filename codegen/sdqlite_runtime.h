@@ -1014,7 +1014,8 @@ template <class V, class I> struct csr {
     for (I* i = kr; i < end; i++) touch(*i, v0[i - k0]);  // (each key back in its place)
   }
 
-  void grow(i64 top) {
+  void grow(i64 top) {  // the table holds keys below top at least (doubled, up to SPREAD)
+    if (top <= i64(ws.size())) return;
     const auto n = std::size_t(std::min(row<V>::SPREAD, std::max<i64>(top, 2 * i64(ws.size()))));
     ws.resize(n, V{});
     bits.resize((n + 63) / 64, 0);

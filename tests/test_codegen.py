@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import scipy.sparse as sp
 
 import codegen.api as api
 import codegen.emit as emit
+import codegen.native as native
 import codegen.results as results
 import sdqlite
 from codegen.build import build
@@ -868,6 +870,28 @@ def test_a_bounded_accumulator_is_a_workspace_and_a_key_that_came_twice_counts_o
     assert isinstance(got, sp.csr_array) and got.shape == (columns, 2)
     assert got.indptr.tolist() == [0] * 6 + [2] * (columns - 6) + [4]
     assert got.indices.tolist() == [0, 1, 0, 1] and got.data.tolist() == [1.0, 1.0, 2.0, 2.0]
+
+
+def test_the_checked_build_catches_a_workspace_key_outside(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Were the sizes wrong about a workspace's keys (planted: the size handed to the
+    kernel halved, so that column 11 of 12 falls outside), the checked build
+    (``-DSDQL_CHECKED``, the sanitizer run's) reports the key rather than write past the
+    array; with the size right, the same build gives the value."""
+    monkeypatch.setenv("SDQLITE_CXXFLAGS", "-O0 -DSDQL_CHECKED")
+    a, b = _cancelling(12), np.ones((12, 2))
+    f = sdqlite.compile(COLUMN_SUMS)
+    assert "sdql::work<double> acc{" in f.cpp({"A": a, "B": b})
+    assert _as_dict(f(A=a, B=b)) == {5: {0: 1.0, 1: 1.0}, 11: {0: 2.0, 1: 2.0}}
+    call = native.Native.__call__
+
+    def halved(self: native.Native, inputs: Any, dest: Any = None, threads: int = 1,
+               work: Sequence[int] = ()) -> Any:
+        return call(self, inputs, dest, threads, [w // 2 for w in work])
+
+    monkeypatch.setattr(native.Native, "__call__", halved)
+    with pytest.raises(CodegenError, match="wrote key 11 outside the result's size"):
+        f(A=a, B=b)
 
 
 SQUARED_COLUMN_SUMS = ("A : {int[m] -> {int[n] -> real}}\n"
