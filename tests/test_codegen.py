@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -574,6 +575,31 @@ def test_rows_by_key_add_as_the_rows_loop_does(monkeypatch: pytest.MonkeyPatch,
     for x in ("indptr", "indices", "data"):
         assert np.array_equal(getattr(by, x), getattr(scattered, x)), x
     assert np.allclose(by.toarray(), (a.T @ a).toarray(), rtol=1e-12, atol=1e-12)
+
+
+def test_rows_by_key_prefetch_what_the_counting_sort_scattered() -> None:
+    """Run by key, the entries' loop reads what the counting sort scattered: A's value at
+    the entry's position, the entry's row's pointer (both prefetched 16 entries ahead),
+    and that row's first index and value (8 ahead, once its pointer is in); the CSR arrays
+    are reserved for βAᵀA's updates (the rows' lengths squared).  A kernel that reads no
+    row of A reserves nothing and prefetches the values alone."""
+    a = sp.random(30, 20, density=0.3, format="csr", random_state=2)
+    ata = ("A : {int[m] -> {int[n] -> real}}\n"
+           "sum(<i, r> in A) sum(<j, v> in r) sum(<k, w> in r) {j -> {k -> v * w}}")
+    cpp = sdqlite.compile(ata).cpp({"A": a})
+    assert ("if (q + 16 < by_key.entries()) { sdql::ahead(A_val, by_key.at[q + 16]); "
+            "sdql::ahead(A_pos, by_key.row[q + 16]); }") in cpp
+    assert ("if (q + 8 < by_key.entries()) { const sdql::i64 s = sdql::lookup(A_pos, "
+            "by_key.row[q + 8]); sdql::ahead(A_idx, s); sdql::ahead(A_val, s); }") in cpp
+    assert re.search(r"result\.expect\(by_key\.pairs_in\((\w+)_lo, \1_hi\)\);", cpp)
+    transpose = ("A : {int[m] -> {int[n] -> real}}\n"
+                 "sum(<i, r> in A) sum(<j, v> in r) {j -> {i -> v}}")
+    g = sdqlite.compile(transpose)
+    cpp = g.cpp({"A": a})
+    assert "sdql::by_key(" in cpp and ".expect(" not in cpp and "sdql::lookup(A_pos" not in cpp
+    assert ("if (q + 16 < by_key.entries()) { sdql::ahead(A_val, by_key.at[q + 16]); }"
+            in cpp)
+    assert np.array_equal(g(A=a).toarray(), a.T.toarray())
 
 
 @pytest.mark.parametrize(("source", "formats", "why"), [
