@@ -583,7 +583,7 @@ def test_rows_by_key_prefetch_what_the_counting_sort_scattered() -> None:
     and that row's first index and value (8 ahead, once its pointer is in); the CSR arrays
     are reserved for βAᵀA's updates (the rows' lengths squared).  A kernel that reads no
     row of A reserves nothing and prefetches the values alone."""
-    a = sp.random(30, 20, density=0.3, format="csr", random_state=2)
+    a: Any = sp.random(30, 20, density=0.3, format="csr", random_state=2)
     ata = ("A : {int[m] -> {int[n] -> real}}\n"
            "sum(<i, r> in A) sum(<j, v> in r) sum(<k, w> in r) {j -> {k -> v * w}}")
     cpp = sdqlite.compile(ata).cpp({"A": a})
