@@ -54,6 +54,7 @@ from codegen.native import Native
 from codegen.results import Destination, Output
 from sdqlite.ad.gradient import expand, gradient
 from sdqlite.check.sizes import (
+    NO_KEYS,
     Size,
     accumulator_sizes,
     declared,
@@ -87,6 +88,9 @@ class Lowering:
     sizes: list[Size]
     type: Type
     elements: dict[str, str]
+    #: a flat index array -> the declared size its entries are below, and a dense input
+    #: read as it is -> the declared size that is its length (``Extents.within``)
+    sized: tuple[dict[str, str], dict[str, str]] = ({}, {})
 
     @property
     def inputs(self) -> tuple[tuple[str, Type], ...]:
@@ -330,7 +334,7 @@ class Compiled:
             kernel = emit_kernel(_identifier(self.name), lowering.low,
                                  show(lowering.stages[-1].program), dest=dest, flat=elements,
                                  lengths=flat_lengths(lowering.flat, formats), narrow=narrow,
-                                 work=work)
+                                 work=work, sized=lowering.sized)
             self.cache[key] = Specialized(lowering.stages, kernel, lowering.flat, formats,
                                           lowering.sizes, lowering.type,
                                           source=translation_unit([kernel]))
@@ -368,7 +372,11 @@ class Compiled:
         keys = index_bounds(flat, {x: formats[x].keys for x in flat}, sized)
         low = lower(final, final_ctx, t, dps=self.dps, sizes=accumulator_sizes(
             final, {x: sized.get(x, t0) for x, t0 in final_ctx.items()}, keys))
-        return Lowering(stages, low, flat, formats, sizes, t, _elements(low, flat, kinds))
+        elements = _elements(low, flat, kinds)
+        lengths = {x: n for x in elements if kinds.get(x) == "numpy"
+                   for n in declared(sized[x])[:1] if n is not None and n != NO_KEYS}
+        entries = {a: n for a, n in keys.items() if n is not None and n != NO_KEYS}
+        return Lowering(stages, low, flat, formats, sizes, t, elements, (entries, lengths))
 
     def _unoptimized(self, elab: Expr, ctx: dict[str, Type], formats: dict[str, Format]
                      ) -> list[Stage]:

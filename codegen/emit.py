@@ -209,13 +209,16 @@ class Kernel:
 def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination = "value",
                 flat: Mapping[str, str] | None = None,
                 lengths: Mapping[str, str] | None = None, narrow: bool = False,
-                work: Mapping[str, str] | None = None) -> Kernel:
+                work: Mapping[str, str] | None = None,
+                sized: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {})) -> Kernel:
     """The kernel ``name`` and its entry point for the lowered program ``low``.  ``dest``
     says where the result goes; ``flat`` names the inputs read in place as flat arrays,
     with their C++ element types (32-bit index arrays stay 32-bit); ``lengths`` what the
     formats and the front door make true of flat arrays' lengths (``Extents``);
     ``narrow``, that a ``rows`` result's column keys fit in 32 bits (written so);
-    ``work``, the accumulators kept as workspaces (``workspaces``) with their sizes."""
+    ``work``, the accumulators kept as workspaces (``workspaces``) with their sizes;
+    ``sized``, the declared sizes that bound index arrays' entries and that are dense
+    inputs' lengths (``_Emitter.within``)."""
     flats = dict(flat or {})
     parallel = parallel_loops(low)
     if dest == "rows":  # a CSR result in chunks: each chunk's n + 1 row pointers, merged row
@@ -224,6 +227,7 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
     em = _Emitter(Names(), {x: t for x, t in low.inputs} | {RESULT: low.type}, [], set(),
                   parallel, Extents(dict(lengths or {})))
     em.flat = frozenset(flats)
+    em.entries_below, em.length = dict(sized[0]), dict(sized[1])
     if dest == "rows":  # written in order as they are, or by key (results.choose)
         em.by_key = by_key(low)
     dest_type, made = _destination(low.type, dest, narrow)
@@ -610,6 +614,12 @@ class _Emitter:
     by_key: ByKey | None = None  # the rows' loop to run by key (a CSR result)
     work: dict[str, str] = field(default_factory=dict)  # a workspace -> its size's C++ name
     flat: frozenset[str] = frozenset()  # the inputs read as flat arrays
+    #: an index array -> the declared size its entries are below; a dense input -> the
+    #: declared size that is its length; a loop's value read from an index array -> the
+    #: size it is below (the door checks all three: keys inside the shape, shapes agreeing)
+    entries_below: dict[str, str] = field(default_factory=dict)
+    length: dict[str, str] = field(default_factory=dict)
+    within: dict[str, str] = field(default_factory=dict)
 
     # ---- statements ---------------------------------------------------------------------
     def block(self, stmts: Sequence[Stmt], depth: int) -> str:
@@ -779,6 +789,8 @@ class _Emitter:
                 bounds = self.expr(lo)[0], self.expr(hi)[0]
                 read = "at" if isinstance(a, Var) and a.name in self.unchecked[key][0] \
                     else "lookup"
+                if isinstance(a, Var) and a.name in self.entries_below:
+                    self.within[val] = self.entries_below[a.name]
                 value = f"{elem} {v} = sdql::{read}({arr}, {k})"
             case Single(one_key, one_value):  # one entry unless its value is zero: no loop
                 return (f"{pad}if ({elem} {v} = {self.expr(one_value)[0]}; "
@@ -854,6 +866,10 @@ class _Emitter:
                     if a in self.unchecked.get(k, _NONE)[1]:
                 assert t is not None, "elaborated"
                 return f"sdql::at({self.expr(d)[0]}, {self.expr(key)[0]})", t
+            case Lookup(Var(a) as d, Var(k) as key, _, t) \
+                    if self.length.get(a) is not None and self.length.get(a) == self.within.get(k):
+                assert t is not None, "elaborated"  # x(j), j an entry of an index array
+                return f"sdql::at({self.expr(d)[0]}, {self.expr(key)[0]})", t  # below x's size
             case Lookup(d, k, _, t):
                 assert t is not None, "elaborated"
                 return f"sdql::lookup({self.expr(d)[0]}, {self.expr(k)[0]})", t

@@ -760,15 +760,16 @@ def test_a_first_call_says_what_it_does_on_a_terminal_only(
 def test_loops_over_positions_a_format_bounds_read_without_checks() -> None:
     """A loop over a CSR row's positions (``A_idx(A_pos(i):A_pos(i + 1))``) reads A_idx and
     A_val there without a check, and A's rows ``(0:A_len)`` read A_pos at i and i + 1 without
-    one: the lengths csr states (``Format.lengths``), which the door makes true.  A dense
-    input read at a column key keeps its check (nothing bounds that key by its length)."""
+    one: the lengths csr states (``Format.lengths``), which the door makes true.  So does
+    a dense input of A's column size read at a column key (the door checks the keys
+    inside the shape and the shapes agreeing: test_a_dense_input_indexed_by_an_index_array_…)."""
     src = ("A : {int[m] -> {int[n] -> real}}\nx : {dense_int[n] -> real}\n"
            "sum(<i, r> in A) sum(<j, a> in r) a * x(j)")
     f = sdqlite.compile(src, formats={"A": "csr"})
     a = sp.csr_array(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]))
     cpp = f.cpp({"A": a, "x": np.ones(3)})
     for read in ("sdql::at(A_val_c, k4)", "sdql::at(k4_arr, k4)", "sdql::at(A_pos_c, k2)",
-                 "sdql::at(A_pos_c, sdql::add(k2, sdql::i64(1)))", "sdql::lookup(x_c, v5)"):
+                 "sdql::at(A_pos_c, sdql::add(k2, sdql::i64(1)))", "sdql::at(x_c, v5)"):
         assert read in cpp, read
     assert f(A=a, x=np.array([1.0, 2.0, 4.0])) == 1.0 + 8.0 + 6.0
 
@@ -809,6 +810,29 @@ def test_the_checked_build_catches_an_unchecked_read_outside(
     assert f(x=np.array([1.0, 2.0]), n=2) == 3.0
     with pytest.raises(sdqlite.SDQLiteError, match="an unchecked read outside its array"):
         f(x=np.array([1.0, 2.0]), n=5)
+
+
+def test_a_dense_input_indexed_by_an_index_array_of_its_size_is_read_unchecked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """x(j) for j an entry of A's column indices reads x without a check (``sdql::at``)
+    where x's declared length is the size A's columns are below: the door checks both,
+    keys inside the shape and the shapes agreeing.  A dense input of another size (y, of
+    A's rows) keeps its check: built checked (``-DSDQL_CHECKED``, which stops on a read
+    outside), columns past y's end read zero, as in the interpreter."""
+    monkeypatch.setenv("SDQLITE_CXXFLAGS", "-O0 -DSDQL_CHECKED")
+    a = sp.csr_array(([1.0, 2.0, 4.0], ([0, 1, 2], [0, 3, 4])), shape=(3, 5))
+    by_columns = ("A : {int[m] -> {int[n] -> real}}\nx : {dense_int[n] -> real}\n"
+                  "sum(<i, r> in A) sum(<j, v> in r) v * x(j)")
+    f = sdqlite.compile(by_columns)
+    assert re.search(r"sdql::at\(x\w*, v", f.cpp({"A": a, "x": np.ones(5)}))
+    assert f(A=a, x=np.arange(5.0)) == 22.0  # 1 * 0 + 2 * 3 + 4 * 4
+    with pytest.raises(DataError):  # (x's length is n, A's columns)
+        f(A=a, x=np.ones(4))
+    by_rows = by_columns.replace("x : {dense_int[n]", "x : {dense_int[m]")
+    g = sdqlite.compile(by_rows)
+    assert re.search(r"sdql::lookup\(x\w*, v", g.cpp({"A": a, "x": np.ones(3)}))
+    y = np.array([1.0, 2.0, 3.0])
+    assert g(A=a, x=y) == sdqlite.evaluate(by_rows, A=a, x=y) == 1.0
 
 
 def test_rows_appended_in_order_stay_on_one_thread() -> None:
