@@ -89,8 +89,8 @@ class Lowering:
     type: Type
     elements: dict[str, str]
     #: a flat index array -> the declared size its entries are below, and a dense input
-    #: read as it is -> the declared size that is its length (``Extents.within``)
-    sized: tuple[dict[str, str], dict[str, str]] = ({}, {})
+    #: read as it is -> the declared size that is its length (``emit._Emitter.within``)
+    sized: tuple[dict[str, str], dict[str, str]]
 
     @property
     def inputs(self) -> tuple[tuple[str, Type], ...]:
@@ -374,8 +374,8 @@ class Compiled:
             final, {x: sized.get(x, t0) for x, t0 in final_ctx.items()}, keys))
         elements = _elements(low, flat, kinds)
         lengths = {x: n for x in elements if kinds.get(x) == "numpy"
-                   for n in declared(sized[x])[:1] if n is not None and n != NO_KEYS}
-        entries = {a: n for a, n in keys.items() if n is not None and n != NO_KEYS}
+                   for n in declared(sized[x])[:1] if n not in (None, NO_KEYS)}
+        entries = {a: n for a, n in keys.items() if n not in (None, NO_KEYS)}
         return Lowering(stages, low, flat, formats, sizes, t, elements, (entries, lengths))
 
     def _unoptimized(self, elab: Expr, ctx: dict[str, Type], formats: dict[str, Format]

@@ -730,22 +730,21 @@ class _Emitter:
         sort scattered: arrays at the entry's position p, and rows r's entries
         (``idx(pos(r):pos(r+1))``, each (pos, idx) with the arrays read at their
         positions)."""
-        p, rows = b.entries.key, {b.rows.key, b.rows.val}
-        at_entry = frozenset(
-            t.dict.name for st in body for e in _exprs(st) for t in subterms(e)
-            if isinstance(t, Lookup) and isinstance(t.dict, Var) and t.dict.name in self.flat
-            and t.key == Var(p))
+        def read_at(stmts: Sequence[Stmt], key: str) -> frozenset[str]:  # a(key), a flat
+            return frozenset(t.dict.name for st in stmts for e in _exprs(st)
+                             for t in subterms(e) if isinstance(t, Lookup)
+                             and isinstance(t.dict, Var) and t.dict.name in self.flat
+                             and t.key == Var(key))
+
+        rows = {b.rows.key, b.rows.val}
         rows_read: dict[tuple[str, str], frozenset[str]] = {}
         for loop in (x for st in body for x in _loops(st)):
             match loop.dom:
                 case SubArray(Var(idx), Lookup(Var(pos), Var(x)), _) \
                         if x in rows and {idx, pos} <= self.flat:
-                    rows_read[pos, idx] = rows_read.get((pos, idx), frozenset()) | {
-                        t.dict.name for st in loop.body for e in _exprs(st)
-                        for t in subterms(e) if isinstance(t, Lookup)
-                        and isinstance(t.dict, Var) and t.dict.name in self.flat
-                        and t.key == Var(loop.key)}
-        return at_entry, rows_read
+                    rows_read[pos, idx] = rows_read.get((pos, idx), frozenset()) | read_at(
+                        loop.body, loop.key)
+        return read_at(body, b.entries.key), rows_read
 
     def ahead(self, tv: str, q: str, at_entry: frozenset[str],
               rows_read: Mapping[tuple[str, str], frozenset[str]], pad: str) -> str:

@@ -1123,8 +1123,8 @@ template <class P, class I> keyed by_key(const arr<P>& pos, const arr<I>& idx, i
   t.at.resize(std::size_t(e1 - e0));
   std::vector<i64> next(t.pos.begin(), t.pos.end() - 1);
   for (i64 r = 0; r < n; r++) {
-    const i64 len = i64(at(pos, r + 1)) - i64(at(pos, r));
-    t.pairs = len > (i64(1) << 31) ? INT64_MAX : std::min(INT64_MAX - len * len, t.pairs) + len * len;
+    const i64 len = std::min<i64>(i64(at(pos, r + 1)) - i64(at(pos, r)), i64(1) << 27);
+    t.pairs = std::min(t.pairs + len * len, i64(1) << 54);  // (a guess capped below: no overflow)
     for (i64 e = i64(at(pos, r)), end = i64(at(pos, r + 1)); e < end; e++) {
       const auto q = std::size_t(next[std::size_t(at(idx, e))]++);
       t.row[q] = r;
