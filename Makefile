@@ -60,8 +60,9 @@ $(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
 # (fewer programs: the `sanitize` profile), the sanitizers' runtimes preloaded into Python;
 # the door's check, on one thread and on two, on damaged arrays; and CSR results written
 # row by row (sdql::csr), in order or by key (sdql::by_key, its rows added up in a table
-# until a key beyond it), of 32- or 64-bit keys; and
-# accumulators kept as workspaces (sdql::work), on one thread and on three.  Then
+# until a key beyond it), of 32- or 64-bit keys; accumulators kept as workspaces
+# (sdql::work), on one thread and on three; and CSR inputs, damaged or not, checked by
+# the kernel block by block (sdql::checked_block), on one thread and on two.  Then
 # the loops run in chunks on several threads (the agreement property runs each kernel on
 # three), built with ThreadSanitizer (-s: a race ends the process, its report on stderr).
 sanitize: setup
@@ -73,12 +74,14 @@ sanitize: setup
 	  'tests/test_codegen.py::test_rows_by_key_add_as_the_rows_loop_does[int32]' \
 	  tests/test_codegen.py::test_a_csr_result_s_columns_are_32_bit_where_its_size_allows \
 	  tests/test_codegen.py::test_a_bounded_accumulator_is_a_workspace_and_a_key_that_came_twice_counts_once \
-	  tests/test_codegen.py::test_a_row_added_up_in_the_table_until_a_key_beyond_it
+	  tests/test_codegen.py::test_a_row_added_up_in_the_table_until_a_key_beyond_it \
+	  tests/test_codegen.py::test_a_csr_matrix_is_checked_by_the_kernel_block_by_block_as_it_reads_it \
+	  properties/test_front_door.py::test_malformed_scipy_data_are_the_interpreters_error_or_value
 	LD_PRELOAD="$$($(CXX) -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1 \
 	SDQLITE_CXXFLAGS="$(TSAN_FLAGS)" HYPOTHESIS_PROFILE=sanitize \
 	  $(BIN)/pytest -s -q -p no:cacheprovider -p no:xdist properties/test_cpp_agreement.py \
 	  properties/test_front_door.py::test_the_check_on_two_threads_is_the_check_on_one \
-	  tests/test_codegen.py -k "agree or two_threads or chunks or workspace or table_until"
+	  tests/test_codegen.py -k "agree or two_threads or chunks or workspace or table_until or block_by_block"
 
 bench: setup
 	$(BIN)/python -m benchmarks.optimizer

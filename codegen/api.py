@@ -47,10 +47,10 @@ from codegen import plans
 from codegen import results as R
 from codegen.build import build, cached
 from codegen.dps import Lowered, lower
-from codegen.emit import FLAT_TYPES, Kernel, emit_kernel, translation_unit
+from codegen.emit import FLAT_TYPES, Kernel, Rows, emit_kernel, translation_unit
 from codegen.emit import Destination as Dest
 from codegen.inputs import Arg
-from codegen.native import Native
+from codegen.native import Native, Unchecked
 from codegen.results import Destination, Output
 from sdqlite.ad.gradient import expand, gradient
 from sdqlite.check.sizes import (
@@ -62,7 +62,7 @@ from sdqlite.check.sizes import (
     result_sizes,
 )
 from sdqlite.check.typecheck import typecheck
-from sdqlite.errors import DataError, SDQLTypeError
+from sdqlite.errors import DataError, EvalError, SDQLTypeError
 from sdqlite.opt.passes import normalize_multiplication
 from sdqlite.opt.pipeline import Limits, Stage, pipeline
 from sdqlite.storage.compose import compose
@@ -91,6 +91,8 @@ class Lowering:
     #: a flat index array -> the declared size its entries are below, and a dense input
     #: read as it is -> the declared size that is its length (``emit._Emitter.within``)
     sized: tuple[dict[str, str], dict[str, str]]
+    #: the CSR inputs the kernel may check as it reads them, with their arrays
+    rows: dict[str, Rows] = field(default_factory=dict)
 
     @property
     def inputs(self) -> tuple[tuple[str, Type], ...]:
@@ -334,7 +336,7 @@ class Compiled:
             kernel = emit_kernel(_identifier(self.name), lowering.low,
                                  show(lowering.stages[-1].program), dest=dest, flat=elements,
                                  lengths=flat_lengths(lowering.flat, formats), narrow=narrow,
-                                 work=work, sized=lowering.sized)
+                                 work=work, sized=lowering.sized, rows=lowering.rows)
             self.cache[key] = Specialized(lowering.stages, kernel, lowering.flat, formats,
                                           lowering.sizes, lowering.type,
                                           source=translation_unit([kernel]))
@@ -376,7 +378,8 @@ class Compiled:
         lengths = {x: n for x in elements if kinds.get(x) == "numpy"
                    for n in declared(sized[x])[:1] if n not in (None, NO_KEYS)}
         entries = {a: n for a, n in keys.items() if n not in (None, NO_KEYS)}
-        return Lowering(stages, low, flat, formats, sizes, t, elements, (entries, lengths))
+        return Lowering(stages, low, flat, formats, sizes, t, elements, (entries, lengths),
+                        _rows(low, flat, formats, kinds, sized))
 
     def _unoptimized(self, elab: Expr, ctx: dict[str, Type], formats: dict[str, Format]
                      ) -> list[Stage]:
@@ -392,14 +395,15 @@ class Compiled:
             stages.append(Stage("multiplication normalization", n.program, 0.0, ctx=c.ctx))
         return stages
 
-    def run(self, spec: Specialized, inputs: list[D.Buffers], bounds: Mapping[str, int]) -> Any:
-        """Run the built kernel on its input buffers; convert the result (to
-        ``self.output``)."""
+    def run(self, spec: Specialized, inputs: list[D.Buffers], bounds: Mapping[str, int],
+            checks: Sequence[int] | None = None) -> Any:
+        """Run the built kernel on its input buffers (``checks``: ``Native``'s); convert
+        the result (to ``self.output``)."""
         assert spec.native is not None
         work = sum(b.size for bufs in inputs for b in bufs)
         out = spec.native(inputs, R.allocate(spec.kernel.dest, spec.result, spec.sizes, bounds),
                           threads=self.threads if work >= PARALLEL_FROM else 1,
-                          work=[bounds[n] for n in spec.kernel.work])
+                          work=[bounds[n] for n in spec.kernel.work], checks=checks)
         return R.convert(out, spec.kernel.result, spec.result, spec.sizes, bounds,
                          self.output)
 
@@ -444,7 +448,10 @@ class Door:
     a later call with data of that signature does only what its data decide: their
     checks (``I.checked``), their buffers, the run.  Data whose layout turns out to need
     another kernel (a non-canonical matrix made canonical with 64-bit indices) go the
-    general way."""
+    general way.  A CSR matrix that the kernel can check as it reads it
+    (``Kernel.checks``) is only looked at here (``I.trusted``): if the kernel finds
+    anything wrong in it (``Unchecked``) or fails at all, the call is made again, the
+    matrix checked first, so that what it says is what the checked call says."""
 
     inputs: tuple[tuple[str, Type, I.Kind, Type | None], ...]  # in the order read; declared
     bounds: dict[str, int]
@@ -452,13 +459,52 @@ class Door:
     spec: Specialized = field(repr=False)  # built
     elements: dict[str, str]  # the flat buffers' element types the kernel was built for
 
-    def call(self, c: Compiled, given: Mapping[str, Any]) -> Any:
-        args = {x: I.checked(x, given[x], t, kind, declared_type, threads=c.threads)
+    def call(self, c: Compiled, given: Mapping[str, Any], trust: bool = True) -> Any:
+        checks = self.spec.kernel.checks
+        trusted = {x: Arg(x, t, kind, s) for x, t, kind, _ in self.inputs
+                   if trust and x in checks and kind == "scipy"
+                   and (s := I.trusted(given[x])) is not None}
+        args = {x: trusted.get(x) or I.checked(x, given[x], t, kind, declared_type,
+                                               threads=c.threads)
                 for x, t, kind, declared_type in self.inputs}
         bufs = c.buffers(self.lowering, args)
         if _flat_elements(self.lowering, bufs) != self.elements:
-            return c.invoke(args)[1]
-        return c.run(self.spec, bufs, self.bounds)
+            return c.invoke(args)[1] if not trusted else self.call(c, given, trust=False)
+        if not trusted:
+            return c.run(self.spec, bufs, self.bounds)
+        try:
+            return c.run(self.spec, bufs, self.bounds, checks=[
+                trusted[x].data.shape[1] if x in trusted else -1 for x in checks])
+        except (Unchecked, EvalError):  # (a bug's error, CodegenError, is not hidden)
+            return self.call(c, given, trust=False)
+
+
+def _rows(low: Lowered, flat: Mapping[str, Mapping[str, str]], formats: Mapping[str, Format],
+          kinds: Mapping[str, I.Kind], sized: Mapping[str, Type]) -> dict[str, Rows]:
+    """The CSR inputs whose arrays pos, idx and val the kernel reads
+    (``emit.rows_checked``), each with the flat lengths that are its row count: its own,
+    and those of ``_as_many_rows``."""
+    read = {x for x, _ in low.inputs}
+    out = {}
+    for x, params in flat.items():
+        a = [params[p] for p in ("len", "pos", "idx", "val") if p in params]
+        if formats[x].name != "csr" or len(a) != 4 or not set(a[1:]) <= read:
+            continue
+        same = _as_many_rows(x, flat, formats, kinds, sized)
+        out[x] = (frozenset({a[0]} | same), a[1], a[2], a[3])
+    return out
+
+
+def _as_many_rows(x: str, flat: Mapping[str, Mapping[str, str]], formats: Mapping[str, Format],
+                  kinds: Mapping[str, I.Kind], sized: Mapping[str, Type]) -> set[str]:
+    """The lengths of the dense numpy inputs declared as long as the scipy matrix ``x``
+    has rows (one size name: the door checks their shapes agree)."""
+    n = declared(sized[x])[0]
+    if kinds[x] != "scipy" or n in (None, NO_KEYS):
+        return set()
+    return {p["len"] for y, p in flat.items()
+            if y != x and kinds[y] == "numpy" and formats[y].name == "dense" and "len" in p
+            and declared(sized[y])[:1] == [n]}
 
 
 def _flat_elements(lowering: Lowering, bufs: list[D.Buffers]) -> dict[str, str]:

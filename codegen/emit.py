@@ -200,6 +200,9 @@ class Kernel:
     flat: dict[str, str] = field(default_factory=dict)  # input -> C++ element type
     dest: Destination = "value"
     work: tuple[str, ...] = ()  # the sizes of its workspaces, passed after the result's
+    #: the CSR inputs whose check the kernel may do (``rows_checked``): for each, after the
+    #: workspaces' sizes, its column count, or -1 when the door checked it
+    checks: tuple[str, ...] = ()
 
     @property
     def entry(self) -> str:
@@ -210,7 +213,8 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
                 flat: Mapping[str, str] | None = None,
                 lengths: Mapping[str, str] | None = None, narrow: bool = False,
                 work: Mapping[str, str] | None = None,
-                sized: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {})) -> Kernel:
+                sized: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {}),
+                rows: Mapping[str, Rows] | None = None) -> Kernel:
     """The kernel ``name`` and its entry point for the lowered program ``low``.  ``dest``
     says where the result goes; ``flat`` names the inputs read in place as flat arrays,
     with their C++ element types (32-bit index arrays stay 32-bit); ``lengths`` what the
@@ -218,7 +222,8 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
     ``narrow``, that a ``rows`` result's column keys fit in 32 bits (written so);
     ``work``, the accumulators kept as workspaces (``workspaces``) with their sizes;
     ``sized``, the declared sizes that bound index arrays' entries and that are dense
-    inputs' lengths (``_Emitter.within``)."""
+    inputs' lengths (``_Emitter.within``); ``rows``, the CSR inputs' arrays, whose check
+    the kernel may do as it reads them (``rows_checked``)."""
     flats = dict(flat or {})
     parallel = parallel_loops(low)
     if dest == "rows":  # a CSR result in chunks: each chunk's n + 1 row pointers, merged row
@@ -227,6 +232,9 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
     em = _Emitter(Names(), {x: t for x, t in low.inputs} | {RESULT: low.type}, [], set(),
                   parallel, Extents(dict(lengths or {})))
     em.flat = frozenset(flats)
+    for lens, pos, _, _ in (rows or {}).values():  # (as many as the rows: the door says so)
+        own = em.extents.lengths.get(pos, "").removesuffix("+1")
+        em.extents.same |= {m: own for m in lens if own and m != own}
     em.entries_below, em.length = dict(sized[0]), dict(sized[1])
     if dest == "rows":  # written in order as they are, or by key (results.choose)
         em.by_key = by_key(low)
@@ -235,6 +243,11 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
     params.append(f"{dest_type}& result")
     em.work = {acc: em.names.fresh(f"{em.names(acc)}_size") for acc in work or {}}
     params += [f"sdql::i64 {size}" for size in em.work.values()]
+    checked = {} if em.by_key is not None else rows_checked(low, rows or {})
+    checks = sorted(set(checked.values()))
+    inner = {x: em.names.fresh(f"{x}_check") for x in checks}
+    em.checks = {loop: (inner[x], *(rows or {})[x][1:]) for loop, x in checked.items()}
+    params += [f"sdql::i64 {inner[x]}" for x in checks]
     body = em.block(low.body, 1)
     read = "".join(
         f"    const auto {em.names(x)} = sdql::flat<{flats[x]}>(data, lens, next);\n"
@@ -243,7 +256,8 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
         for x, t in low.inputs)
     after = {"value": 0, "vec": 1, "rows": 1, "dense": len(_layers(low.type))}[dest]
     args = ", ".join([*(em.names(x) for x, _ in low.inputs), "result",
-                      *(f"lens[next + {after + i}]" for i in range(len(em.work)))])
+                      *(f"lens[next + {after + i}]"
+                        for i in range(len(em.work) + len(checks)))])
     function = f"sdql_kernel_{name}"
     text = "".join(f"// {line}\n" for line in comment.splitlines())
     text += (f"static void {function}({', '.join(params)}) {{\n{body}}}\n\n"
@@ -258,7 +272,7 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
     result = {"value": low.type, "vec": _dense_layers(low.type, 1),
               "rows": _dense_layers(low.type, 1), "dense": _dense_layers(low.type, None)}[dest]
     return Kernel(name, text, low.inputs, result, em.spans, frozenset(em.ops), flats, dest,
-                  tuple((work or {}).values()))
+                  tuple((work or {}).values()), tuple(checks))
 
 
 def _destination(t: Type, dest: Destination, narrow: bool = False) -> tuple[str, str]:
@@ -332,6 +346,75 @@ def parallel_loops(low: Lowered) -> dict[int, str]:
                         and root not in reads:
                     out[id(st)] = root
     return out
+
+
+#: a CSR input's flat arrays, by their IR names: the lengths that are its row count (its
+#: own, and those of inputs that the door checks are as long), its row pointers, column
+#: keys and values
+Rows = tuple[frozenset[str], str, str, str]
+
+
+def rows_checked(low: Lowered, rows: Mapping[str, Rows]) -> dict[int, str]:
+    """The loops that may check a CSR input block by block before reading it, by id, each
+    with its input: the first statement at the top of the kernel that reads the input's
+    arrays is a loop over all its rows, (0:n), whose body reads only the row it is at: the
+    row pointers at it and at it + 1, the keys and values at the positions of that row
+    (``sdql::checked_block``; after it, every row has been checked)."""
+    out: dict[int, str] = {}
+    for x, (n, pos, idx, val) in rows.items():
+        first = next((st for st in low.body
+                      if any({pos, idx, val} & free_vars(e) for e in _exprs(st))), None)
+        match first:
+            case Loop(key, v, Range(IntConst(0), Var(m)), _, body) if m in n \
+                    and id(first) not in out and _row_only(body, (pos, idx, val), {key, v}):
+                out[id(first)] = x
+    return out
+
+
+def _row_only(body: Sequence[Stmt], arrays: tuple[str, str, str], row: set[str]) -> bool:
+    """Does ``body`` read the arrays (pos, idx, val) of one CSR input only at the row
+    ``row`` names: pos(r) and pos(r + 1), idx and val at the keys of loops over
+    idx(pos(r):pos(r + 1)) or val(pos(r):pos(r + 1))?"""
+    pos, idx, val = arrays
+    entries: set[str] = set()  # the keys of loops over the row's positions
+
+    def bound(e: Expr) -> bool:  # pos(r) or pos(r + 1)
+        match e:
+            case Lookup(Var(p), Var(r)) if p == pos and r in row:
+                return True
+            case Lookup(Var(p), Add(Var(r), IntConst(1))) if p == pos and r in row:
+                return True
+        return False
+
+    def expr(e: Expr) -> bool:
+        match e:
+            case _ if bound(e):
+                return True
+            case Lookup(Var(a), Var(q)) if a in (idx, val) and q in entries:
+                return True
+            case Var(a):
+                return a not in arrays
+        return all(expr(c) for c in children(e))
+
+    def stmts(ss: Sequence[Stmt]) -> bool:
+        for st in ss:
+            match st:
+                case Loop(key, _, SubArray(Var(a), lo, hi), _, inner) if a in (idx, val) \
+                        and bound(lo) and bound(hi):
+                    entries.add(key)
+                    ok = stmts(inner)
+                case Loop(key, _, Single(Var(r), value), _, inner) if r in row:
+                    row.add(key)  # (the key is r: the same row)
+                    ok = expr(value) and stmts(inner)
+                case Loop(_, _, dom, _, inner) | When(dom, inner):
+                    ok = expr(dom) and stmts(inner)
+                case _:
+                    ok = all(expr(e) for e in _exprs(st))
+            if not ok:
+                return False
+        return True
+
+    return stmts(body)
 
 
 def workspaces(low: Lowered) -> dict[str, str]:
@@ -578,15 +661,19 @@ class Extents:
       for k in (0:n), for k in a(0:n) with a of length n   k < n    (a COO's entries)
       for k in a(p(e1):p(e2)) with a of length @p          k < @p   (a row's entries)
 
-    and the arrays one longer (a pointer array of the layer below) at k and at k + 1."""
+    and the arrays one longer (a pointer array of the layer below) at k and at k + 1.
+    ``same`` names counts the door makes equal to another (a dense input's length to a
+    CSR input's rows, their declared sizes one: ``api._rows``)."""
 
     lengths: dict[str, str]
+    same: dict[str, str] = field(default_factory=dict)
 
     def of(self, count: str) -> tuple[frozenset[str], frozenset[str]]:
         """The arrays a position below ``count`` reads (those of that length or one more),
         and those the next position reads (one more)."""
-        longer = frozenset(a for a, n in self.lengths.items() if n == count + "+1")
-        return frozenset(a for a, n in self.lengths.items() if n == count) | longer, longer
+        counts = {count, self.same.get(count, count)}
+        longer = frozenset(a for a, n in self.lengths.items() if n in {c + "+1" for c in counts})
+        return frozenset(a for a, n in self.lengths.items() if n in counts) | longer, longer
 
     def inside(self, dom: Expr) -> tuple[frozenset[str], frozenset[str]]:
         """The arrays a loop over ``dom`` may read at its key, and at its key + 1, unchecked."""
@@ -614,6 +701,9 @@ class _Emitter:
     by_key: ByKey | None = None  # the rows' loop to run by key (a CSR result)
     work: dict[str, str] = field(default_factory=dict)  # a workspace -> its size's C++ name
     flat: frozenset[str] = frozenset()  # the inputs read as flat arrays
+    #: a loop that checks a CSR input's rows, by id -> the kernel's parameter saying the
+    #: input's column count (or -1) and the input's pos, idx and val (``rows_checked``)
+    checks: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)
     #: an index array -> the declared size its entries are below; a dense input -> the
     #: declared size that is its length; a loop's value read from an index array -> the
     #: size it is below (the door checks all three: keys inside the shape, shapes agreeing)
@@ -647,7 +737,8 @@ class _Emitter:
                     and s is self.by_key.rows:
                 return self.keyed(self.by_key, depth)
             case Loop(key, val, dom, dt, body):
-                return self.loop(key, val, dom, dt, body, depth, self.parallel.get(id(s)))
+                return self.loop(key, val, dom, dt, body, depth, self.parallel.get(id(s)),
+                                 self.checks.get(id(s)))
             case When(cond, body):
                 code, _ = self.expr(cond)
                 return f"{pad}if ({code}) {{\n{self.block(body, depth + 1)}{pad}}}\n"
@@ -669,15 +760,22 @@ class _Emitter:
                 assert_never(s)
 
     def counted(self, k: str, bounds: tuple[str, str], value: str, body: Sequence[Stmt],
-                depth: int) -> str:
+                depth: int, check: tuple[str, str, str, str] | None = None) -> str:
         """A loop over the positions bounds[0] .. bounds[1]-1 in blocks of ``sdql::POLL``:
         it polls for Ctrl-C once a block, so that the positions of a block run as a plain
-        counted loop (one the compiler vectorizes)."""
+        counted loop (one the compiler vectorizes).  A loop over a CSR input's rows that
+        ``check``s them (``rows_checked``) has blocks of about ``sdql::CHECK_BLOCK``
+        entries, each checked before it runs."""
         pad = "  " * depth
         end, stop = self.names.fresh(f"{k}_end"), self.names.fresh(f"{k}_stop")
+        block = f"sdql::block_end({k}, {end})"
+        if check is not None:
+            inner, *arrays = check
+            reads = ", ".join(map(self.names, arrays))
+            block = f"sdql::checked_block({k}, {end}, {reads}, {inner})"
         return (f"{pad}for (sdql::i64 {k} = {bounds[0]}, {end} = {bounds[1]}; {k} < {end};) {{\n"
                 f"{pad}  SDQL_POLL();  // Ctrl-C stops the kernel\n"
-                f"{pad}  for (const sdql::i64 {stop} = sdql::block_end({k}, {end}); {k} < {stop}; "
+                f"{pad}  for (const sdql::i64 {stop} = {block}; {k} < {stop}; "
                 f"++{k}) {{\n{pad}    {value};\n"
                 f"{self.block(body, depth + 2)}{pad}  }}\n{pad}}}\n")
 
@@ -766,7 +864,8 @@ class _Emitter:
         return out
 
     def loop(self, key: str, val: str, dom: Expr, dt: DictT, body: Sequence[Stmt],
-             depth: int, into: str | None = None) -> str:
+             depth: int, into: str | None = None,
+             check: tuple[str, str, str, str] | None = None) -> str:
         """sum(<key, val> in dom): a counted loop over (lo:hi) or a(lo:hi), a for-each over
         a dictionary, every position of an array.  A counted loop ``into`` a destination
         (``parallel_loops``) runs its positions in chunks on several threads, each chunk
@@ -792,6 +891,8 @@ class _Emitter:
                     self.within[val] = self.entries_below[a.name]
                 value = f"{elem} {v} = sdql::{read}({arr}, {k})"
             case Single(one_key, one_value):  # one entry unless its value is zero: no loop
+                if isinstance(one_key, Var) and one_key.name in self.unchecked:
+                    self.unchecked[key] = self.unchecked[one_key.name]  # (the same position)
                 return (f"{pad}if ({elem} {v} = {self.expr(one_value)[0]}; "
                         f"!sdql::is_zero({v})) {{\n"
                         f"{pad}  const sdql::i64 {k} = {self.expr(one_key)[0]};\n"
@@ -807,7 +908,7 @@ class _Emitter:
                 raise CodegenError("a loop over a domain that was not named (internal)",
                                    dom.span)
         if into is None:
-            return before + self.counted(k, bounds, value, body, depth)
+            return before + self.counted(k, bounds, value, body, depth, check)
         # A chunk reads the inputs and scalars it uses from copies of its own (a view is
         # three words): what threads share may change under any store, for all the
         # compiler knows, and would be read again at every position.
@@ -825,7 +926,7 @@ class _Emitter:
         text = (f"{before}{pad}sdql::parallel({bounds[0]}, {bounds[1]}, {d}, "
                 f"[&](sdql::i64 {k}_lo, sdql::i64 {k}_hi, auto& {whole}) {{  // in chunks\n"
                 f"{pad}  decltype(auto) {d} = sdql::view({whole});\n{copies}"
-                + self.counted(k, (f"{k}_lo", f"{k}_hi"), value, body, depth + 1)
+                + self.counted(k, (f"{k}_lo", f"{k}_hi"), value, body, depth + 1, check)
                 + f"{pad}}});\n")
         self.names.table = table
         return text

@@ -330,6 +330,28 @@ def check_sparse(name: str, x: Any, threads: int = 1) -> Sparse:
     return Sparse(shape, fmt, arrays, bool(facts[0]), keys, int(facts[7]))
 
 
+def trusted(x: Any) -> Sparse | None:
+    """A CSR matrix as it is, not checked (``api.Door``: the kernel checks it as it reads
+    it), if what the kernel cannot check holds: its index arrays 32- or 64-bit ints and
+    its values float64, contiguous; as many row pointers as rows and one, the first 0 and
+    the last at most the entries' count.  None: check it (``check_sparse``)."""
+    if type(x) not in _CSR or x.ndim != 2:
+        return None
+    pos, idx, vals = x.indptr, x.indices, x.data
+    if not (pos.dtype in INDEX_DTYPES and idx.dtype in INDEX_DTYPES and
+            vals.dtype == np.float64 and pos.ndim == idx.ndim == vals.ndim == 1 and
+            pos.flags.c_contiguous and idx.flags.c_contiguous and vals.flags.c_contiguous):
+        return None
+    shape = (int(x.shape[0]), int(x.shape[1]))
+    if len(pos) != shape[0] + 1 or pos[0] != 0 or not 0 <= pos[-1] <= min(len(idx), len(vals)):
+        return None
+    nnz = int(pos[-1])
+    # (keys unknown until the kernel has checked: no size is decided by them on this path)
+    return Sparse(shape, "csr", (pos, idx[:nnz], vals[:nnz]), True, ())
+
+
+_CSR = (scipy.sparse.csr_array, scipy.sparse.csr_matrix)
+
 #: entries from which the check runs on two threads where there are two cores (one pass,
 #: bound by memory: two cores read it faster; a thread costs ~50 µs to start)
 CHECK_THREADS_FROM = 1 << 18

@@ -32,9 +32,14 @@ from sdqlite.syntax.ops import UNARY_OPS
 from sdqlite.syntax.types import REAL, DictT
 from semantics.interp import unop
 
-DOMAIN, RANGE, REAL_OVERFLOW, INT_OVERFLOW, NO_MEMORY, OUTSIDE, INTERRUPTED = (
-    1, 2, 3, 4, 5, 7, 8)
+DOMAIN, RANGE, REAL_OVERFLOW, INT_OVERFLOW, NO_MEMORY, OUTSIDE, INTERRUPTED, RECHECK = (
+    1, 2, 3, 4, 5, 7, 8, 9)
 CATCH_SIGINT = 1  # Status.flags: the kernel stops on Ctrl-C
+
+
+class Unchecked(Exception):
+    """The kernel found a block of an input it was to check not plainly right
+    (``Kernel.checks``): the caller checks the input and runs it again."""
 
 
 class Status(ctypes.Structure):
@@ -106,11 +111,12 @@ class Native:
         self.handed = self.kernel.dest != "dense" and isinstance(self.kernel.result, DictT)
 
     def __call__(self, inputs: list[Buffers], dest: Any = None, threads: int = 1,
-                 work: Sequence[int] = ()) -> Buffers:
+                 work: Sequence[int] = (), checks: Sequence[int] | None = None) -> Buffers:
         """Run on the inputs' buffers (in the kernel's input order): the result's buffers,
         or ``[dest]`` for a dense destination (a zeroed C-contiguous float64 array).  The
         kernel's loops at the top may use up to ``threads`` threads; ``work``: the sizes
-        of its workspaces (``Kernel.work``)."""
+        of its workspaces (``Kernel.work``); ``checks``: for each input the kernel may
+        check (``Kernel.checks``), its column count if it is to, else -1 (the default)."""
         flat = [a for bufs in inputs for a in bufs]
         assert all(a.flags.c_contiguous for a in flat), "buffers are contiguous"
         ptrs: list[int | None] = [address(a) for a in flat]
@@ -126,6 +132,10 @@ class Native:
         assert len(work) == len(self.kernel.work), "a size for each workspace"
         ptrs += [None] * len(work)
         lens += work
+        checks = [-1] * len(self.kernel.checks) if checks is None else checks
+        assert len(checks) == len(self.kernel.checks), "a column count or -1 for each"
+        ptrs += [None] * len(checks)
+        lens += checks
         n = max(1, len(ptrs))
         if n not in self.arrays:
             self.arrays[n] = ctypes.c_void_p * n, ctypes.c_int64 * n
@@ -180,6 +190,8 @@ class Native:
                                 "was wrong here; please report it")
         if st.code == INTERRUPTED:
             return KeyboardInterrupt()
+        if st.code == RECHECK:
+            return Unchecked()
         return CodegenError(f"the compiled code failed: {st.message.decode(errors='replace')}")
 
 

@@ -53,7 +53,7 @@ using i64 = std::int64_t;
 // ---- failures ---------------------------------------------------------------------------
 
 enum code : i64 { OK = 0, DOMAIN = 1, RANGE = 2, REAL_OVERFLOW = 3, INT_OVERFLOW = 4,
-                  NO_MEMORY = 5, OTHER = 6, OUTSIDE = 7, INTERRUPTED = 8 };
+                  NO_MEMORY = 5, OTHER = 6, OUTSIDE = 7, INTERRUPTED = 8, RECHECK = 9 };
 
 struct failure {
   i64 code, op, span;  // op: index in the unary-operation table; span: index in the span table
@@ -1518,6 +1518,57 @@ i64 check_compressed(const P* pos, const I* idx, const double* val, i64 n_outer,
   if (s.code == CHECK_OK && i64(pos[n_outer]) != nnz)
     return wrong(facts, CHECK_POS_END, n_outer, i64(pos[n_outer]));
   return s.done(facts);
+}
+
+// The check of a CSR input left to the kernel (codegen/emit.py, `rows_checked`): its first
+// loop over the input visits the rows in order, in blocks, each block reading its own rows
+// only; before a block runs, its rows are checked as the door checks them (rows_fast),
+// and the kernel then reads them while they are still in the cache.  A block that is not
+// plainly right — a wrong array, keys out of order or repeated, a stored zero — stops the
+// kernel (RECHECK): the door then checks the whole input and runs it the usual way, which
+// finds what is wrong and where.  `inner` is the column count, or -1: checked already.
+constexpr i64 CHECK_BLOCK = 8192;  // entries a block, on average (in L2, with their keys)
+
+// Rows [o0, o1) as rows_fast finds them, canonical and without a zero (no facts kept),
+// in passes without a branch per entry or per row.
+template <class P, class I>
+bool block_ok(const P* pos, const I* idx, const double* val, i64 o0, i64 o1, i64 n_inner,
+              i64 nnz) {
+  const i64 e0 = i64(pos[o0]), e1 = i64(pos[o1]);
+  if (e0 < 0 || e0 > nnz) return false;
+  i64 bad = 0;  // (counts, not bools: the compiler vectorizes their sums)
+  for (i64 o = o0; o < o1; o++) bad += (pos[o + 1] < pos[o]) | (i64(pos[o + 1]) > nnz);
+  if (bad || e1 == e0) return !bad;
+  for (i64 e = e0; e < e1; e++)
+    bad += !(std::fabs(val[e]) <= std::numeric_limits<double>::max()) | (val[e] == 0);
+  I lo = idx[e0], hi = idx[e0];
+  i64 descents = 0;
+  for (i64 e = e0 + 1; e < e1; e++) {
+    lo = std::min(lo, idx[e]);
+    hi = std::max(hi, idx[e]);
+    descents += idx[e] <= idx[e - 1];
+  }
+  for (i64 o = o0; o < o1; o++) {  // a row's first key starts afresh
+    const i64 a = i64(pos[o]);
+    const bool first = (a > e0) & (a < i64(pos[o + 1]));
+    const i64 q = first ? a : e0;
+    descents -= first & (idx[q] <= idx[first ? q - 1 : q]);
+  }
+  return bad == 0 && descents == 0 && lo >= 0 && i64(hi) < n_inner;
+}
+
+template <class P, class I>
+i64 checked_block(i64 k, i64 end, const arr<P>& pos, const arr<I>& idx, const arr<double>& val,
+                  i64 inner) {
+  if (inner < 0) return block_end(k, end);
+  const i64 rows = pos.n - 1, nnz = idx.n;
+  const i64 step = nnz > 0 ? std::clamp<i64>(CHECK_BLOCK * rows / nnz, 1, POLL) : POLL;
+  const i64 stop = end - k > step ? k + step : end;
+  if (k < 0 || stop > rows || val.n != nnz || pos.start != 0 || idx.start != 0 ||
+      val.start != 0)
+    fail(RECHECK);
+  if (!block_ok(pos.p, idx.p, val.p, k, stop, inner, nnz)) fail(RECHECK);
+  return stop;
 }
 
 // Coordinates: outer keys (rows, or a vector's keys), inner keys (columns; none for a

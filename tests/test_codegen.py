@@ -936,8 +936,8 @@ def test_the_checked_build_catches_a_workspace_key_outside(
     call = native.Native.__call__
 
     def halved(self: native.Native, inputs: Any, dest: Any = None, threads: int = 1,
-               work: Sequence[int] = ()) -> Any:
-        return call(self, inputs, dest, threads, [w // 2 for w in work])
+               work: Sequence[int] = (), checks: Sequence[int] | None = None) -> Any:
+        return call(self, inputs, dest, threads, [w // 2 for w in work], checks)
 
     monkeypatch.setattr(native.Native, "__call__", halved)
     with pytest.raises(CodegenError, match="wrote key 11 outside the result's size"):
@@ -997,3 +997,140 @@ def test_a_dense_result_comes_back_as_scipy_s_own_csr(shape: tuple[int, int]) ->
     assert got.indices.tolist() == want.indices.tolist()
     assert got.data.tolist() == want.data.tolist()
     assert got.indices.dtype == got.indptr.dtype == np.int32
+
+
+SMVM_ROWS = ("A : {int[m] -> {int[n] -> real}}\nX : {dense_int[n] -> real}\n"
+             "sum(<i, r> in A) sum(<j, a> in r) a * X(j)")
+
+
+def _late_damage(how: str) -> Any:
+    """A 3000 x 40 CSR matrix (32-bit indices; two blocks of ``sdql::CHECK_BLOCK``
+    entries or so) damaged in one of its last rows, after the first block has run."""
+    a: Any = sp.random(3000, 40, density=0.1, format="csr", random_state=3)
+    a.data += 1.0  # (no stored zero)
+    r = next(r for r in range(2990, 3000) if a.indptr[r + 1] - a.indptr[r] >= 2)
+    at = int(a.indptr[r])
+    match how:
+        case "nan":
+            a.data[at + 1] = np.nan
+        case "index outside":
+            a.indices[at + 1] = 40
+        case "keys out of order":
+            a.indices[at], a.indices[at + 1] = a.indices[at + 1], a.indices[at]
+        case "key repeated":
+            a.indices[at + 1] = a.indices[at]
+        case "zero stored":
+            a.data[at] = 0.0
+        case "indptr":
+            a.indptr[r] = a.indptr[-1] + 5
+    return a
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("how", ["none", "nan", "index outside", "keys out of order",
+                                 "key repeated", "zero stored", "indptr"])
+def test_a_csr_matrix_is_checked_by_the_kernel_block_by_block_as_it_reads_it(
+        how: str, threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A later call of a signature seen before leaves a CSR matrix's check to the kernel,
+    whose loop over its rows checks each block of rows before it reads it
+    (``sdql::checked_block``): a valid matrix is one run; a damaged one, damaged in a
+    later block than the first, stops the kernel (``Unchecked``) and the call is made
+    again, checked first: the value, or the error, of a first call (the door's check).
+    On two threads each chunk of rows checks its own blocks."""
+    monkeypatch.setattr(api, "PARALLEL_FROM", 0)  # (chunks however small the data)
+    x = np.linspace(1.0, 2.0, 40)
+    f = sdqlite.compile(SMVM_ROWS, threads=threads)
+    f(A=_late_damage("none"), X=x)  # (the first call: the door checks; its plan kept)
+    assert re.search(r"sdql::checked_block\(k\d+, k\d+_end, A_pos\w*, A_idx\w*, A_val\w*, "
+                     r"A_check\)", f.cpp({"A": _late_damage("none"), "X": x}))
+    a = _late_damage(how)
+    try:
+        want: Any = sdqlite.compile(SMVM_ROWS)(A=a, X=x)  # (a first call: checked)
+    except DataError as err:
+        want = err
+    ran: list[tuple[Any, str]] = []  # what the kernel was to check, how it ended
+    call = native.Native.__call__
+
+    def spy(self: native.Native, inputs: Any, dest: Any = None, threads: int = 1,
+            work: Sequence[int] = (), checks: Sequence[int] | None = None) -> Any:
+        try:
+            out = call(self, inputs, dest, threads, work, checks)
+        except Exception as err:
+            ran.append((checks, type(err).__name__))
+            raise
+        ran.append((checks, "ok"))
+        return out
+
+    monkeypatch.setattr(native.Native, "__call__", spy)
+    if isinstance(want, DataError):
+        with pytest.raises(DataError) as got:
+            f(A=a, X=x)
+        assert str(got.value) == str(want) and "input A" in str(want)
+    else:
+        assert f(A=a, X=x) == pytest.approx(want, rel=1e-12)  # (two chunks: added apart)
+    assert ran[0] == ([40], "ok" if how == "none" else "Unchecked"), ran
+    assert len(ran) == (2 if how in ("keys out of order", "key repeated", "zero stored")
+                        else 1), ran
+
+
+OTHER_ROWS = ("A : {int[m] -> {int[m] -> real}}\n"
+              "sum(<i, r> in A) { i -> sum(<j, a> in r) a * (sum(<k, b> in A(j)) b) }")
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_a_loop_that_reads_another_row_leaves_the_check_to_the_door(
+        guarded: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loop over A's rows that also reads row j, a key of the row it is at (a row of
+    A A's row sums), could read a row of a later block, not checked yet: it does not
+    check A (``emit._row_only``), the door does.  The guard shown needed: without it, built checked
+    (``-DSDQL_CHECKED``), row 0 reads row 9999, whose pointer is damaged, outside A's
+    arrays before the block that holds it is checked."""
+    monkeypatch.setenv("SDQLITE_CXXFLAGS", "-O0 -DSDQL_CHECKED")
+    if not guarded:
+        monkeypatch.setattr(emit, "_row_only", lambda *_: True)
+    n = 10_000  # (blocks of sdql::POLL = 4096 rows: the last row in the third)
+    rows = np.arange(n)
+
+    def a() -> Any:  # row i: the column i - 1 (row 0: the last column)
+        return sp.csr_array((np.ones(n), (rows, (rows - 1) % n)), shape=(n, n))
+
+    f = sdqlite.compile(OTHER_ROWS)
+    assert np.array_equal(f(A=a()), np.ones(n))  # (the first call: the door checks)
+    assert ("sdql::checked_block(" in f.cpp({"A": a()})) is not guarded
+    bad = a()
+    bad.indptr[n - 1] = -5
+    if guarded:
+        with pytest.raises(DataError, match=r"input A: indptr\[9999\] = -5"):
+            f(A=bad)
+    else:
+        with pytest.raises(CodegenError, match="an unchecked read outside its array"):
+            f(A=bad)
+
+
+def test_a_dense_input_as_long_as_a_matrix_has_rows_reads_its_rows_unchecked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Least squares' loop over b, declared as long as A has rows (m), reads A's row
+    pointers at its key without a check (``sdql::at``; ``Extents.same``) and checks A
+    block by block there (``sdql::checked_block``): the door checks the shapes agree.
+    Built checked (``-DSDQL_CHECKED``, which stops on a read outside).  A b of another
+    size (k) is not tied to A's rows (``api._as_many_rows``): the optimizer then builds A
+    as a dictionary first, read at b's keys by lookups, and a b longer than A has rows
+    reads the rows past A's as empty, as the interpreter does."""
+    monkeypatch.setenv("SDQLITE_CXXFLAGS", "-O0 -DSDQL_CHECKED")
+    a = sp.csr_array(([1.0, 2.0, 4.0], ([0, 1, 2], [0, 3, 4])), shape=(3, 5))
+    x = np.arange(5.0)
+    rows = ("A : {int[m] -> {int[n] -> real}}\nb : {int[m] -> real}\nx : {dense_int[n] -> real}\n"
+            "sum(<i, bi> in b) let r = (sum(<j, a> in A(i)) a * x(j)) - bi in r * r")
+    f = sdqlite.compile(rows)
+    code = f.cpp({"A": a, "b": np.ones(3), "x": x})
+    assert re.search(r"sdql::at\(A_pos\w*, k", code) and "sdql::lookup(A_pos" not in code
+    assert re.search(r"checked_block\(k\d+, k\d+_end, A_pos\w*, A_idx\w*, A_val\w*, A_check\)",
+                     code) and "sdql::parallel(sdql::i64(0), b_len" in code
+    b = np.array([1.0, 2.0, 3.0])
+    assert f(A=a, b=b, x=x) == sdqlite.evaluate(rows, A=a, b=b, x=x) == 1.0 + 16.0 + 169.0
+    other = rows.replace("b : {int[m]", "b : {int[k]")
+    longer = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    g = sdqlite.compile(other)
+    code = g.cpp({"A": a, "b": longer, "x": x})
+    assert "sdql::dict<sdql::dict<double>>" in code and not re.search(r"A_pos\w*, k7", code)
+    assert g(A=a, b=longer, x=x) == sdqlite.evaluate(other, A=a, b=longer, x=x) == 227.0
