@@ -464,10 +464,15 @@ class Door:
         trusted = {x: Arg(x, t, kind, s) for x, t, kind, _ in self.inputs
                    if trust and x in checks and kind == "scipy"
                    and (s := I.trusted(given[x])) is not None}
-        args = {x: trusted.get(x) or I.checked(x, given[x], t, kind, declared_type,
-                                               threads=c.threads)
-                for x, t, kind, declared_type in self.inputs}
-        bufs = c.buffers(self.lowering, args)
+        try:
+            args = {x: trusted.get(x) or I.checked(x, given[x], t, kind, declared_type,
+                                                   threads=c.threads)
+                    for x, t, kind, declared_type in self.inputs}
+            bufs = c.buffers(self.lowering, args)
+        except DataError:  # (an input after a trusted one: the first wrong one is named)
+            if not trusted:
+                raise
+            return self.call(c, given, trust=False)
         if _flat_elements(self.lowering, bufs) != self.elements:
             return c.invoke(args)[1] if not trusted else self.call(c, given, trust=False)
         if not trusted:

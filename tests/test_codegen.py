@@ -1134,3 +1134,29 @@ def test_a_dense_input_as_long_as_a_matrix_has_rows_reads_its_rows_unchecked(
     code = g.cpp({"A": a, "b": longer, "x": x})
     assert "sdql::dict<sdql::dict<double>>" in code and not re.search(r"A_pos\w*, k7", code)
     assert g(A=a, b=longer, x=x) == sdqlite.evaluate(other, A=a, b=longer, x=x) == 227.0
+
+
+def test_the_first_wrong_input_is_named_when_a_matrix_is_left_to_the_kernel() -> None:
+    """A later call that leaves A's check to the kernel still names the first wrong input
+    in the inputs' order, as a first call does: A (a NaN) before X (a NaN too)."""
+    x = np.linspace(1.0, 2.0, 40)
+    f = sdqlite.compile(SMVM_ROWS)
+    f(A=_late_damage("none"), X=x)  # (the first call: a plan kept)
+    a, bad = _late_damage("nan"), x.copy()
+    bad[0] = np.nan
+    for g in (sdqlite.compile(SMVM_ROWS), f):  # a first call, then a later one
+        with pytest.raises(DataError, match=r"input A: entry .* not finite"):
+            g(A=a, X=bad)
+
+
+def test_a_maths_call_in_a_branch_not_taken_raises_nothing() -> None:
+    """exp(c) is the same at every position (c = 1000: not finite), in a branch that no
+    position takes (y is zero): the kernel, built without errno (``-fno-math-errno``,
+    which makes exp a pure call the compiler may move), must neither compute it where
+    the interpreter does not nor report the overflow flag such a call would raise."""
+    src = ("x : {dense_int -> real}\ny : {dense_int -> int}\nc : real\n"
+           "sum(<i, a> in x) if y(i) = 1 then exp(c) * a")
+    x, y = np.linspace(0.0, 1.0, 10_000), np.zeros(10_000, dtype=np.int64)
+    f = sdqlite.compile(src)
+    assert "if ((sdql::lookup(y" in f.cpp({"x": x, "y": y, "c": 1.0})  # (a branch)
+    assert f(x=x, y=y, c=1000.0) == sdqlite.evaluate(src, x=x, y=y, c=1000.0) == 0.0
