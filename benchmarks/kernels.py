@@ -13,9 +13,9 @@ dense variable as §7 defines it, compiled four ways:
   arr-2t       arr with threads=2: the outer loops in two chunks on two threads
 
 and the hand-written numpy/scipy formula for the same gradient.  Each system's result
-is checked against the formula first; then a call is timed (the median of ``--repeat``
-warm calls: conversion of inputs and outputs included), and printed as a ratio to the
-formula timed in the same run.  The column "arr C++" is the arr kernel alone (its
+is checked against the formula first; then its calls take turns with the formula's
+(``alternating``: the median of ``--repeat`` rounds of about 2 ms each, conversion of
+inputs and outputs included), and it is printed as a ratio to the formula.  The column "arr C++" is the arr kernel alone (its
 buffers prepared beforehand): the rest of a call is the Python front door's work.  The
 last column is how far one arr call and one formula call raise the process's peak
 resident set (MiB, ``peak``: the result and the allocator's caches included).
@@ -41,6 +41,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -243,8 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(7)
     load, at = os.getloadavg()[0], commit()  # before the run writes its files
     say(f"machine: {machine()}, load average {load:.2f} at the start; commit {at}; "
-        f"{time.strftime('%Y-%m-%d')}; times are medians of "
-        f"{args.repeat} calls, conversions included; ratios are to the numpy/scipy formula")
+        f"{time.strftime('%Y-%m-%d')}; times are medians of {args.repeat} rounds of calls "
+        "(each round about 2 ms, a system's calls taking turns with the numpy/scipy "
+        "formula's), conversions included; ratios are to the formula timed alongside")
     last: dict[str, Row] = {}
     for name in args.kernels:
         k = KERNELS[name]
@@ -265,18 +267,25 @@ def main(argv: list[str] | None = None) -> int:
                 data = k.data(n, d, rng)
                 nnz = data[k.sparse].nnz
                 want = k.formula(data)
-                base = timed(lambda: k.formula(data), args.repeat)  # noqa: B023
-                cells, ratios = [], {}
+                formula = partial(k.formula, data)
+                calls = _calls(timed(formula, 1))
+                cells, ratios, bases = [], {}, []
                 for s, f in systems.items():
                     got = f(**data)
                     if not agree(got, want):
                         cells.append(f"{'WRONG':>11}")
                         ratios[s] = math.nan
                         continue
-                    t = timed(lambda: f(**data), args.repeat)  # noqa: B023
-                    ratios[s] = t / base
-                    cells.append(f"{t / base:>10.2f}x")
-                ratios["arr C++"] = kernel_only(systems['arr'], data, args.repeat) / base
+                    t = alternating({"scipy": formula, s: partial(f, **data)}, args.repeat,
+                                    calls)
+                    ratios[s] = t[s] / t["scipy"]
+                    bases.append(t["scipy"])
+                    cells.append(f"{ratios[s]:>10.2f}x")
+                t = alternating({"scipy": formula,
+                                 "kernel": kernel_only(systems["arr"], data)}, args.repeat, calls)
+                ratios["arr C++"] = t["kernel"] / t["scipy"]
+                bases.append(t["scipy"])
+                base = statistics.median(bases)
                 cells.append(f"{ratios['arr C++']:>10.2f}x")
                 peaks = (peak(lambda: systems["arr"](**data)),  # noqa: B023
                          peak(lambda: k.formula(data)))  # noqa: B023
@@ -322,8 +331,8 @@ def table(last: dict[str, Row], cop: tuple[float, float, float, int, float, floa
              f"({machine()}, "
              f"load average {loads}, g++ `-O3 -march=native`), each kernel "
              "at the largest case its sweep runs; "
-             f"times are medians of {repeat} warm calls of the formula, the others ratios "
-             "to it (below 1: faster than scipy):", "",
+             f"scipy's time a median of {repeat} rounds of warm calls, the others ratios "
+             "to it, each timed in turns with it (below 1: faster than scipy):", "",
              "| kernel, gradient w.r.t. the dense variable | n | density | entries | scipy "
              "| dict | arr | arr, 2 threads | arr C++ | peak MiB, arr / scipy |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -388,17 +397,24 @@ def peak(fn: Callable[[], Any]) -> float:
     return grown
 
 
-def kernel_only(f: Compiled, data: Data, repeat: int) -> float:
-    """The compiled kernel's time alone, its input buffers made beforehand (a destination
-    of known size is allocated, zeroed, per call: it is the result)."""
+def kernel_only(f: Compiled, data: Data) -> Callable[[], Any]:
+    """A call of the compiled kernel alone, its input buffers made beforehand (a
+    destination of known size is allocated, zeroed, per call: it is the result)."""
     args = f.read(data)
     bounds = f.check_sizes(args)
     inputs, spec = f.plan(args, bounds)
     native = f.build(spec).native
     assert native is not None
     work = [bounds[n] for n in spec.kernel.work]  # (its workspaces' sizes)
-    return timed(lambda: native(inputs, allocate(spec.kernel.dest, spec.result, spec.sizes,
-                                                 bounds), work=work), repeat)
+    return lambda: native(inputs, allocate(spec.kernel.dest, spec.result, spec.sizes, bounds),
+                          work=work)
+
+
+def _calls(once: float) -> int:
+    """Calls a round of ``alternating`` makes of a function that takes ``once`` seconds:
+    a round of about 2 ms (a short call timed alone is mostly the timer's and the
+    machine's noise)."""
+    return max(1, min(10_000, round(2e-3 / max(once, 1e-7))))
 
 
 def _build(f: Compiled) -> str:
