@@ -15,10 +15,11 @@ dense variable as §7 defines it, compiled four ways:
 and the hand-written numpy/scipy formula for the same gradient.  Each system's result
 is checked against the formula first; then its calls take turns with the formula's
 (``alternating``: the median of ``--repeat`` rounds of about 2 ms each, conversion of
-inputs and outputs included), and it is printed as a ratio to the formula.  The column "arr C++" is the arr kernel alone (its
-buffers prepared beforehand): the rest of a call is the Python front door's work.  The
-last column is how far one arr call and one formula call raise the process's peak
-resident set (MiB, ``peak``: the result and the allocator's caches included).
+inputs and outputs included), and it is printed as a ratio to the formula.  The column
+"arr C++" is the arr kernel alone (its buffers prepared beforehand): the rest of a call
+is the Python front door's work.  The last column is how far one arr call and one
+formula call raise the process's peak resident set (MiB, ``peak``: the result and the
+allocator's caches included).
 Compilation (the pipeline, then g++) is reported apart.
 Cases whose work would exceed ``--max-work`` are skipped, with the reason.
 
