@@ -224,7 +224,7 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
     ``sized``, the declared sizes that bound index arrays' entries and that are dense
     inputs' lengths (``_Emitter.within``); ``rows``, the CSR inputs' arrays, whose check
     the kernel may do as it reads them (``rows_checked``)."""
-    flats = dict(flat or {})
+    flats, rows = dict(flat or {}), dict(rows or {})
     parallel = parallel_loops(low)
     if dest == "rows":  # a CSR result in chunks: each chunk's n + 1 row pointers, merged row
         # by row, cost as much as the rows' loop (VVA's identity: 39x scipy on two threads)
@@ -232,7 +232,7 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
     em = _Emitter(Names(), {x: t for x, t in low.inputs} | {RESULT: low.type}, [], set(),
                   parallel, Extents(dict(lengths or {})))
     em.flat = frozenset(flats)
-    for lens, pos, _, _ in (rows or {}).values():  # (as many as the rows: the door says so)
+    for lens, pos, _, _ in rows.values():  # (as many as the rows: the door says so)
         own = em.extents.lengths.get(pos, "").removesuffix("+1")
         em.extents.same |= {m: own for m in lens if own and m != own}
     em.entries_below, em.length = dict(sized[0]), dict(sized[1])
@@ -243,10 +243,10 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
     params.append(f"{dest_type}& result")
     em.work = {acc: em.names.fresh(f"{em.names(acc)}_size") for acc in work or {}}
     params += [f"sdql::i64 {size}" for size in em.work.values()]
-    checked = {} if em.by_key is not None else rows_checked(low, rows or {})
+    checked = {} if em.by_key is not None else rows_checked(low, rows)
     checks = sorted(set(checked.values()))
     inner = {x: em.names.fresh(f"{x}_check") for x in checks}
-    em.checks = {loop: (inner[x], *(rows or {})[x][1:]) for loop, x in checked.items()}
+    em.checks = {loop: (inner[x], *rows[x][1:]) for loop, x in checked.items()}
     params += [f"sdql::i64 {inner[x]}" for x in checks]
     body = em.block(low.body, 1)
     read = "".join(

@@ -1457,6 +1457,34 @@ void check_rows(const P* pos, const I* idx, const double* val, i64 o0, i64 o1, i
   out = s;
 }
 
+// The passes of rows_fast and block_ok, each without a branch per entry: counts, not
+// bools, so that the compiler vectorizes their sums.
+template <class P> bool pointers_ok(const P* pos, i64 o0, i64 o1, i64 nnz) {
+  i64 bad = 0;  // pos[o0 + 1 .. o1] ascending from pos[o0], none beyond the entries
+  for (i64 o = o0; o < o1; o++) bad += (pos[o + 1] < pos[o]) | (i64(pos[o + 1]) > nnz);
+  return bad == 0;
+}
+
+inline bool values_ok(const double* val, i64 e0, i64 e1) {  // finite, and none zero
+  i64 bad = 0;
+  for (i64 e = e0; e < e1; e++)
+    bad += !(std::fabs(val[e]) <= std::numeric_limits<double>::max()) | (val[e] == 0);
+  return bad == 0;
+}
+
+// Keys e0 .. e1 - 1 (e1 > e0) as one flat array: their least and greatest, and how often
+// a key is at most the one before it.
+template <class I> i64 descents(const I* idx, i64 e0, i64 e1, I& lo, I& hi) {
+  lo = hi = idx[e0];
+  i64 n = 0;
+  for (i64 e = e0 + 1; e < e1; e++) {
+    lo = std::min(lo, idx[e]);
+    hi = std::max(hi, idx[e]);
+    n += idx[e] <= idx[e - 1];
+  }
+  return n;
+}
+
 // The same facts for rows [o0, o1) where nothing is wrong and no value is zero, in
 // passes without a branch per entry (which the compiler vectorizes): the pointers, the
 // values, the keys as one flat array (their least and greatest, and how often a key is at
@@ -1465,21 +1493,11 @@ void check_rows(const P* pos, const I* idx, const double* val, i64 o0, i64 o1, i
 template <class P, class I>
 bool rows_fast(const P* pos, const I* idx, const double* val, i64 o0, i64 o1, i64 n_inner,
                i64 nnz, seen& out) {
-  i64 bad = 0;  // (a count, not a bool: the compiler vectorizes its sum)
-  for (i64 o = o0; o < o1; o++) bad += (pos[o + 1] < pos[o]) | (i64(pos[o + 1]) > nnz);
-  if (bad) return false;
+  if (!pointers_ok(pos, o0, o1, nnz)) return false;
   const i64 e0 = i64(pos[o0]), e1 = i64(pos[o1]);
-  if (e1 == e0) return false;
-  for (i64 e = e0; e < e1; e++)
-    bad += !(std::fabs(val[e]) <= std::numeric_limits<double>::max()) | (val[e] == 0);
-  if (bad) return false;
-  I lo = idx[e0], hi = idx[e0];
-  i64 descents = 0;
-  for (i64 e = e0 + 1; e < e1; e++) {
-    lo = std::min(lo, idx[e]);
-    hi = std::max(hi, idx[e]);
-    descents += idx[e] <= idx[e - 1];
-  }
+  if (e1 == e0 || !values_ok(val, e0, e1)) return false;
+  I lo, hi;
+  i64 descents = sdql::descents(idx, e0, e1, lo, hi);
   if (lo < 0 || i64(hi) >= n_inner) return false;
   i64 first = -1, last = -1;  // the first and the last row with an entry
   for (i64 o = o0; o < o1; o++) {
@@ -1535,26 +1553,18 @@ template <class P, class I>
 bool block_ok(const P* pos, const I* idx, const double* val, i64 o0, i64 o1, i64 n_inner,
               i64 nnz) {
   const i64 e0 = i64(pos[o0]), e1 = i64(pos[o1]);
-  if (e0 < 0 || e0 > nnz) return false;
-  i64 bad = 0;  // (counts, not bools: the compiler vectorizes their sums)
-  for (i64 o = o0; o < o1; o++) bad += (pos[o + 1] < pos[o]) | (i64(pos[o + 1]) > nnz);
-  if (bad || e1 == e0) return !bad;
-  for (i64 e = e0; e < e1; e++)
-    bad += !(std::fabs(val[e]) <= std::numeric_limits<double>::max()) | (val[e] == 0);
-  I lo = idx[e0], hi = idx[e0];
-  i64 descents = 0;
-  for (i64 e = e0 + 1; e < e1; e++) {
-    lo = std::min(lo, idx[e]);
-    hi = std::max(hi, idx[e]);
-    descents += idx[e] <= idx[e - 1];
-  }
+  if (e0 < 0 || e0 > nnz || !pointers_ok(pos, o0, o1, nnz)) return false;
+  if (e1 == e0) return true;
+  if (!values_ok(val, e0, e1)) return false;
+  I lo, hi;
+  i64 descents = sdql::descents(idx, e0, e1, lo, hi);
   for (i64 o = o0; o < o1; o++) {  // a row's first key starts afresh
     const i64 a = i64(pos[o]);
     const bool first = (a > e0) & (a < i64(pos[o + 1]));
     const i64 q = first ? a : e0;
     descents -= first & (idx[q] <= idx[first ? q - 1 : q]);
   }
-  return bad == 0 && descents == 0 && lo >= 0 && i64(hi) < n_inner;
+  return descents == 0 && lo >= 0 && i64(hi) < n_inner;
 }
 
 template <class P, class I>
@@ -1579,11 +1589,7 @@ i64 checked_block(i64 k, i64 end, const arr<P>& pos, const arr<I>& idx, const ar
 template <class R, class C>
 bool coo_fast(const R* outer, const C* inner, const double* val, i64 e0, i64 e1, i64 n_outer,
               i64 n_inner, seen& out) {
-  if (e1 == e0) return false;
-  i64 bad = 0;  // (a count, not a bool: the compiler vectorizes its sum)
-  for (i64 e = e0; e < e1; e++)
-    bad += !(std::fabs(val[e]) <= std::numeric_limits<double>::max()) | (val[e] == 0);
-  if (bad) return false;
+  if (e1 == e0 || !values_ok(val, e0, e1)) return false;
   R rlo = outer[e0], rhi = outer[e0];
   for (i64 e = e0 + 1; e < e1; e++) {
     rlo = std::min(rlo, outer[e]);
