@@ -326,6 +326,10 @@ def failing_programs(draw: Draw) -> tuple[str, dict[str, Any]]:
          True).via("one term, log(e), under two binders: the location of the first")
 @example(("x : real\ngradient (log(x)) x", {"x": 0.0}), True).via(
     "log'(x) is inv(x): its failure is located at log(x) (it had no location)")
+@example(("x : {dense_int -> real}\nc : real\nsum(<i, a> in x) if i = -1 then exp(c) * a",
+          {"x": np.array([1.0, 2.0]), "c": 1000.0}), True).via(
+    "sum-to-get read x(-1) and evaluated exp(c), which no position reaches: the kernel "
+    "raised where the program is 0 (properties/test_failures.py)")
 def test_a_failing_operation_fails_where_the_interpreter_says(
         case: tuple[str, dict[str, Any]], optimize: bool) -> None:
     source, data = case

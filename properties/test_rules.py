@@ -9,7 +9,8 @@
   factor is a scalar, the invariant that makes it an equality (issue 30, class 5): with
   its conditions gone, it stops on an instance where the factor is a tensor.
 * Every *semantic* condition is needed: without it, the rule rewrites some instance to
-  a program of another meaning or type (the table in ``GUARD_COUNTEREXAMPLES``), and so
+  a program of another meaning or type, or one that fails where the instance has a
+  value, or the other way round (the table in ``GUARD_COUNTEREXAMPLES``), and so
   is each part of one (``PART_COUNTEREXAMPLES``: a dense layer under a sparse one, a
   sum's key free in the factor).
 * The matcher is complete and sound: a pattern cut from a generated program (some
@@ -21,6 +22,9 @@
   the constants whose value is zero: ``zero[T]``, ``0.0`` and the integer ``0``; a
   metavariable that repeats matches equal subterms, and a binder used as a variable its
   own variable.
+* A rule that moves a factor that can fail into the loops over the other factor's entries
+  (``mul-normalize-left``/``-right``) names it first: the product fails where the
+  factor does, even when the other factor is empty (issue 26's review).
 * A pass's rules (``family``) are the table's rules of its family, in the table's
   order: sparsity propagation's and normalization's split the table.
 * The table's listing (``Rule.show``, one line a rule) shows every rule
@@ -49,7 +53,7 @@ from properties.generators import (
 )
 from sdqlite.ad.gradient import checked, gradient
 from sdqlite.check.typecheck import Ctx, synth, typecheck
-from sdqlite.errors import SDQLiteError
+from sdqlite.errors import EvalError, SDQLiteError
 from sdqlite.opt.rules import NORMALIZATION, RULES, RULES_BY_NAME, SPARSITY, Rule, family
 from sdqlite.syntax.ast import (
     Add,
@@ -124,6 +128,15 @@ def assert_same_meaning(site: tuple[Generated, Expr], out: Expr, data: st.DataOb
     assert _same(evaluate(elab, env, FRACTION), evaluate(out_elab, env, FRACTION))
 
 
+def outcome(e: Expr, env: dict[str, object]) -> tuple[str, object]:
+    """What evaluating ``e`` in ``env`` gives (over the rationals): its value, or the
+    message of its failure."""
+    try:
+        return "value", evaluate(e, env, FRACTION)
+    except EvalError as err:
+        return "failure", err.message
+
+
 def _same(a: object, b: object) -> bool:
     return values_equal(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
@@ -193,6 +206,11 @@ GUARD_COUNTEREXAMPLES: dict[tuple[str, str], tuple[dict[str, Type], str, str]] =
     # a dictionary factor would become the inner layer
     ("scale-into-single", "e1-real"): (
         {"d": DictT(REAL)}, "d * {1 -> 2.0}", "d = {0 -> 1.0}"),
+    # the factor dropped fails (exp overflows): the product fails, the zero does not
+    ("zero-mul-left", "e2-total"): ({"c": REAL}, "0.0 * exp(c)", "c = 1000"),
+    ("zero-mul-right", "e1-total"): ({"c": REAL}, "exp(c) * 0.0", "c = 1000"),
+    ("zero-lookup", "e2-total"): (
+        {"c": REAL}, "zero[{int -> real}]((sum(<i, u> in {0 -> log(c)}) 1))", "c = -1"),
 }
 
 
@@ -233,6 +251,31 @@ def test_a_factor_a_rule_moves_is_a_scalar_or_the_rule_stops() -> None:
             drifted.match(e, ctx)
 
 
+def test_a_factor_that_can_fail_is_named_before_the_loops_it_moves_into() -> None:
+    """x * exp(c) over an empty x fails where exp(c) does (the interpreter evaluates
+    both factors); normalized, exp(c) moved into the loop over x would be evaluated no
+    time.  Named first, it is; a factor that cannot fail moves as the paper writes it."""
+    ctx: dict[str, Type] = {"x": DictT(REAL), "c": REAL}
+    for name, text in [("mul-normalize-left", "x * exp(c)"),
+                       ("mul-normalize-right", "exp(c) * x")]:
+        e, _ = typecheck(parse_expr(text), ctx)
+        m = RULES_BY_NAME[name].match(e, ctx)
+        assert m is not None, name
+        out = typecheck(RULES_BY_NAME[name].apply(m, NameSupply(names_in(e))), ctx)[0]
+        assert isinstance(out, Let), show(out)
+        for env_text in ["x = {}; c = 1000", "x = {0 -> 2.0}; c = 1000",
+                         "x = {0 -> 2.0}; c = 0.5"]:
+            env = {x.strip(): read_value(v, ctx[x.strip()], FRACTION)[0]
+                   for x, _, v in (b.partition("=") for b in env_text.split(";"))}
+            (was, before), (now, after) = outcome(e, env), outcome(out, env)
+            assert was == now and ((was == "failure" and before == after)
+                                   or values_equal(before, after)), (name, env_text)
+        total, _ = typecheck(parse_expr(text.replace("exp(c)", "c")), ctx)
+        m = RULES_BY_NAME[name].match(total, ctx)
+        assert m is not None and not isinstance(
+            RULES_BY_NAME[name].apply(m, NameSupply(names_in(total))), Let), name
+
+
 def test_semantic_conditions_are_needed() -> None:
     for (name, cond), (ctx, text, env_text) in [*GUARD_COUNTEREXAMPLES.items(),
                                                 *PART_COUNTEREXAMPLES]:
@@ -249,8 +292,8 @@ def test_semantic_conditions_are_needed() -> None:
             r_elab, rt = typecheck(rewritten, ctx)
         except SDQLiteError:
             continue  # ill-typed without the guard: needed
-        before, after = evaluate(e, env, FRACTION), evaluate(r_elab, env, FRACTION)
-        assert rt != t or not values_equal(before, after), name
+        (was, before), (now, after) = outcome(e, env), outcome(r_elab, env)
+        assert rt != t or was != now or not values_equal(before, after), name
 
 
 @st.composite

@@ -40,6 +40,7 @@ from sdqlite.syntax.ast import (
     subterms,
 )
 from sdqlite.syntax.names import NameSupply, names_in
+from sdqlite.syntax.ops import total
 from sdqlite.syntax.types import INT, DictT, Type, erase, is_discrete, sparse, tangent_type
 
 
@@ -67,7 +68,40 @@ def gradient(e: Expr, x: str, ctx: Ctx, *, share: bool = False) -> Expr:
     body, _ = fad(e, {v: erase(ctx[v]) for v in fvs}, tau, tangents, names)
     for v in reversed(fvs):
         body = Let(tangents[v], ingrad(v, x, erase(ctx[v]), tau, names), body)
-    return body
+    return live(body)[0]
+
+
+def live(e: Expr) -> tuple[Expr, frozenset[str]]:
+    """``e`` without the lets that nothing reads and that can fail (``ops.total``), and
+    its free variables: the expansion fails only where what the derivative needs fails —
+    as ``gradient (x + log(c)) x`` is 1.0 at c = -1, so is ``gradient (let y = log(c) in
+    x) x``, and logistic regression's gradient does not compute its loss (a primal value
+    FAD binds that no tangent reads).  The optimizer may not drop such a let (it would
+    hide a failure the program has); the definition does, for the interpreter too.  An
+    unread let that cannot fail changes nothing and stays, as the paper prints it
+    (Example 1's ``i' = 0``).  One pass, innermost first: a let read only by a dropped
+    one is unread too."""
+    match e:
+        case Var(name):
+            return e, frozenset({name})
+        case Let(x, rhs, body):
+            b, used = live(body)
+            if x not in used and not total(rhs):
+                return b, used
+            r, reads = live(rhs)
+            return Let(x, r, b, span=e.span), reads | (used - {x})
+        case Sum(k, v, dom, body):
+            d, reads = live(dom)
+            b, used = live(body)
+            return Sum(k, v, d, b, span=e.span, ty=e.ty), reads | (used - {k, v})
+        case _:
+            free: set[str] = set()
+
+            def go(c: Expr) -> Expr:
+                out, fv = live(c)
+                free.update(fv)
+                return out
+            return map_children(e, go), frozenset(free)
 
 
 def ingrad(v: str, x: str, t: Type, tau: Type, names: NameSupply) -> Expr:

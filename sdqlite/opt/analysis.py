@@ -11,7 +11,7 @@ scoped wherever the class is used.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sdqlite.opt.egraph import (
     ClassId,
@@ -24,6 +24,7 @@ from sdqlite.opt.egraph import (
     Term,
     instantiate,
 )
+from sdqlite.syntax.ops import UNARY_OPS
 from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, erase, otimes
 
 Free = frozenset[tuple[int, Type]]
@@ -36,11 +37,14 @@ class Info:
     and whether a term of it is syntactically a dictionary of one entry at most (a
     singleton or an empty one; a let whose body is one; a sum of ones over one): the
     cost model counts a loop over such a class once, and extraction takes such a term
-    from it (``sdqlite.opt.cost``), so the loop it counts once is one in the program."""
+    from it (``sdqlite.opt.cost``), so the loop it counts once is one in the program.
+    ``total``: a term of it fails nowhere (no operation that can fail: ``debruijn.total``);
+    the rules keep each failure, so then none of its terms fails."""
 
     type: Type | None
     free: Free
     one: bool = False
+    total: bool = True
 
     @property
     def loose(self) -> frozenset[int]:
@@ -61,6 +65,14 @@ class SDQLiteAnalysis:
         self.unique = dict(unique or {})
 
     def make(self, g: EGraph[Info], node: ENode) -> Info:
+        info = self._make(g, node)
+        op = node.op
+        if (isinstance(op, tuple) and op[0] == "unop" and not UNARY_OPS[op[1]].total) or \
+                not all(g.data(c).total for c in node.children):
+            return replace(info, total=False)
+        return info
+
+    def _make(self, g: EGraph[Info], node: ENode) -> Info:
         kids = [g.data(c) for c in node.children]
         one = is_one(node.op, kids)
         free: Free = frozenset().union(*(k.free for k in kids)) if kids else frozenset()
@@ -112,7 +124,7 @@ class SDQLiteAnalysis:
 
     def merge(self, a: Info, b: Info) -> Info:
         # classes are only merged with the same free indices (see ``scoped``)
-        return Info(a.type or b.type, a.free | b.free, a.one or b.one)
+        return Info(a.type or b.type, a.free | b.free, a.one or b.one, a.total or b.total)
 
 
 def is_one(op: Hashable, kids: list[Info]) -> bool:

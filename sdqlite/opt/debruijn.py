@@ -7,7 +7,8 @@ type, so the e-class analysis (``sdqlite.opt.analysis``) knows every class's typ
 Moving a term across binders needs a shift of its free indices (``shift``), and
 beta-reduction a substitution (``substitute``); both act on one term, a class's
 representative (``sdqlite.opt.storel``).  The rules' guards test a term syntactically:
-``strict`` (zero when a variable is), ``linear``, ``mentions``.
+``strict`` (zero when a variable is), ``linear``, ``mentions``, ``total`` (fails nowhere),
+``needed`` (a variable every evaluation reads).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from sdqlite.syntax.ast import (
     Var,
 )
 from sdqlite.syntax.names import NameSupply
+from sdqlite.syntax.ops import UNARY_OPS
 from sdqlite.syntax.types import INT, DictT, Type, erase
 
 
@@ -241,24 +243,49 @@ def alias(t: Term, frm: int, to: int) -> Term:
 
 def strict(t: Term, index: int) -> bool:
     """A sufficient, syntactic test that ``t`` is zero whenever the variable ``index`` is
-    zero (for types without dense layers, where zero is ``{}`` or ``0``)."""
+    zero (for types without dense layers, where zero is ``{}`` or ``0``), and then fails
+    nowhere: whatever else it evaluates is total (``v * exp(c)`` is not strict in v: at
+    v = 0 it still fails where exp(c) does, which a rule that skips it would hide)."""
     op, kids = t.op, t.children
     if isinstance(op, tuple):
         return bool(op[0] == "bvar" and op[1] == index)
     match op:
         case "mul":
-            return strict(kids[0], index) or strict(kids[1], index)
+            return ((strict(kids[0], index) and total(kids[1]))
+                    or (total(kids[0]) and strict(kids[1], index)))
         case "add":
             return strict(kids[0], index) and strict(kids[1], index)
         case "single" | "if":
-            return strict(kids[1], index)
+            return total(kids[0]) and strict(kids[1], index)
         case "lookup":
-            return strict(kids[0], index)
-        case "sum":
-            return strict(kids[0], index) or strict(kids[1], index + 2)
+            return strict(kids[0], index) and total(kids[1])
+        case "sum":  # an empty domain evaluates no body
+            return strict(kids[0], index) or (total(kids[0]) and strict(kids[1], index + 2))
         case "let":
-            return strict(kids[1], index + 1)
+            return total(kids[0]) and strict(kids[1], index + 1)
     return False
+
+
+def total(t: Term) -> bool:
+    """No operation of ``t`` can fail (``sdqlite.syntax.ops.total``)."""
+    op = t.op
+    if isinstance(op, tuple) and op[0] == "unop" and not UNARY_OPS[op[1]].total:
+        return False
+    return all(total(c) for c in t.children)
+
+
+def needed(t: Term, index: int) -> bool:
+    """Every evaluation of ``t`` evaluates the variable ``index``: bound to a term that
+    fails, ``t`` then fails too (at the first failure of the two, which may be the other)."""
+    op, kids = t.op, t.children
+    if isinstance(op, tuple):
+        return (op[0] == "bvar" and op[1] == index) or any(needed(c, index) for c in kids)
+    match op:
+        case "if" | "sum":  # only the condition, the domain, is always evaluated
+            return needed(kids[0], index)
+        case "let":
+            return needed(kids[0], index) or needed(kids[1], index + 1)
+    return any(needed(c, index) for c in kids)
 
 
 def linear(t: Term, index: int) -> bool:

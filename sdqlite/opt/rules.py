@@ -42,6 +42,7 @@ from sdqlite.syntax.ast import (
     map_children,
 )
 from sdqlite.syntax.names import NameSupply, rename, substitute
+from sdqlite.syntax.ops import total
 from sdqlite.syntax.parser import parse_expr
 from sdqlite.syntax.types import REAL, DictT, IntT, RealT, Type, scalar_of
 
@@ -227,6 +228,10 @@ LEFT_TENSOR = Condition(
 RIGHT_TENSOR = Condition(
     "e2-tensor", "semantic", "e2 : tensor n, n > 0", lambda m: _is_tensor(m.type_of("e2")))
 
+TOTAL_E1 = Condition("e1-total", "semantic", "e1 fails nowhere (dropped, its failure would be)",
+                     lambda m: total(m.exprs["e1"]))
+TOTAL_E2 = Condition("e2-total", "semantic", "e2 fails nowhere (dropped, its failure would be)",
+                     lambda m: total(m.exprs["e2"]))
 LEFT_REAL = Condition("e1-real", "semantic", "e1 : real",
                       lambda m: isinstance(m.type_of("e1"), RealT))
 BINDERS_FRESH = Condition(  # (a larger e1 is named outside the sum first: nothing captured)
@@ -259,12 +264,23 @@ def _scalars(e: Expr, t: Type, names: NameSupply, leaf: Callable[[Expr], Expr]) 
 
 def _normalize_left(m: Match, names: NameSupply) -> Expr:
     e1, e2 = m.exprs["e1"], m.exprs["e2"]
-    return _scalars(e1, m.type_of("e1"), names, lambda v: Mul(v, e2))
+    return _named(e2, names, lambda s: _scalars(e1, m.type_of("e1"), names,
+                                                lambda v: Mul(v, s)))
 
 
 def _normalize_right(m: Match, names: NameSupply) -> Expr:
     e1, e2 = m.exprs["e1"], m.exprs["e2"]
-    return _scalars(e2, m.type_of("e2"), names, lambda v: Mul(e1, v))
+    return _named(e1, names, lambda s: _scalars(e2, m.type_of("e2"), names,
+                                                lambda v: Mul(s, v)))
+
+
+def _named(e: Expr, names: NameSupply, body: Callable[[Expr], Expr]) -> Expr:
+    """``body(e)``, with ``e`` named first where it can fail (``ops.total``): moved into
+    the loops over the other factor, it would not be evaluated when they run no time."""
+    if total(e):
+        return body(e)
+    s = names.fresh("s")
+    return Let(s, e, body(Var(s)))
 
 
 def _scale_into_sum(right: bool) -> Builder:
@@ -300,14 +316,15 @@ FIG = "Fig. fig:trans"
 
 RULES: tuple[Rule, ...] = (
     Rule("zero-mul-left", SPARSITY, FIG, "Z1 * e2", "Z", ("Z1", "e2"),
-         (NO_DENSE_RESULT,),
+         (NO_DENSE_RESULT, TOTAL_E2),
          notes="zero[D1] * e2 ~> zero[D1 ⊗ D2]; a scalar 0 times a dense array keeps its "
                "positions, so the result must have no dense layer"),
-    Rule("zero-mul-right", SPARSITY, FIG, "e1 * Z2", "Z", ("e1", "Z2"), (NO_DENSE_RESULT,),
+    Rule("zero-mul-right", SPARSITY, FIG, "e1 * Z2", "Z", ("e1", "Z2"),
+         (NO_DENSE_RESULT, TOTAL_E1),
          notes="e1 * zero[D2] ~> zero[D1 ⊗ D2]"),
     Rule("add-zero-right", SPARSITY, FIG, "e1 + Z1", "e1", ("e1", "Z1"), (WELL_TYPED,)),
     Rule("add-zero-left", SPARSITY, FIG, "Z1 + e2", "e2", ("Z1", "e2"), (WELL_TYPED,)),
-    Rule("zero-lookup", SPARSITY, FIG, "Z1(e2)", "Z", ("Z1", "e2"), (WELL_TYPED,),
+    Rule("zero-lookup", SPARSITY, FIG, "Z1(e2)", "Z", ("Z1", "e2"), (WELL_TYPED, TOTAL_E2),
          notes="zero[tensor n](e2) ~> zero[tensor (n-1)]; n > 0 holds of a lookup"),
     Rule("let-zero", SPARSITY, FIG, "let x = Z1 in e2", _inline_zero, ("Z1", "e2"),
          rhs_text="e2[x := zero[D]]", notes="the constant propagation sparsity needs"),

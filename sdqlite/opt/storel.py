@@ -23,7 +23,7 @@ from weakref import WeakKeyDictionary
 
 from sdqlite.opt.analysis import Info, in_scope, scoped, unique_arrays, without_keep
 from sdqlite.opt.cost import cost_model
-from sdqlite.opt.debruijn import alias, linear, shift, strict, substitute
+from sdqlite.opt.debruijn import alias, linear, needed, shift, strict, substitute
 from sdqlite.opt.egraph import ClassId, EGraph, ENode, PNode, PVar, Rewrite, Subst, Term
 from sdqlite.opt.extract import Extractor
 from sdqlite.syntax.types import INT, DictT, IntT, RealT, Type
@@ -41,6 +41,14 @@ def _type(g: EGraph[Info], s: Subst, var: str) -> Type | None:
 
 def _has_dense(t: Type | None) -> bool:
     return isinstance(t, DictT) and (t.dense or _has_dense(t.val))
+
+
+def _total(*names: str) -> Callable[[EGraph[Info], ClassId, Subst], bool]:
+    """The classes bound to ``names`` fail nowhere (``Info.total``): a rule that has a
+    term evaluated where the program does not evaluate it — out of a loop that may run
+    no time, out of a branch, out of a factor that is zero — or no longer where the
+    program does, keeps the program's failures only for a total term."""
+    return lambda g, _, s: all(g.data(s[name]).total for name in names)
 
 
 def _independent(var: str, binders: int) -> Callable[[EGraph[Info], ClassId, Subst], bool]:
@@ -116,8 +124,9 @@ def _hoist(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
 
 
 def _hoist_guard(g: EGraph[Info], cid: ClassId, s: Subst) -> bool:
-    """b reads neither k nor v, is linear in y, and nothing is dense."""
-    return (not {2, 3} & g.data(s["b"]).loose
+    """b reads neither k nor v, is linear in y, fails nowhere (the rows summed first may
+    cancel, and b is then not evaluated), and nothing is dense."""
+    return (not {2, 3} & g.data(s["b"]).loose and g.data(s["b"]).total
             and not any(_has_dense(g.data(c).type) for c in (cid, s["b"], s["d"]))
             and linear(_representative(g, s["b"]), 0))
 
@@ -175,6 +184,12 @@ def _beta(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
     new = g.add_term(substitute(body, 0, rhs))
     done[s["b"], s["a"]] = (body, rhs, new)
     return new
+
+
+def _beta_guard(g: EGraph[Info], cid: ClassId, s: Subst) -> bool:
+    """The bound term fails nowhere, or the body reads it whatever happens: substituted,
+    it fails where the let did (the let evaluates it first)."""
+    return g.data(s["a"]).total or needed(_representative(g, s["b"]), 0)
 
 
 def _scalar(var: str) -> Callable[[EGraph[Info], ClassId, Subst], bool]:
@@ -260,7 +275,8 @@ def _sum_to_get(g: EGraph[Info], cid: ClassId, s: Subst) -> ClassId | None:
 
 
 def _sum_to_get_guard(g: EGraph[Info], cid: ClassId, s: Subst) -> bool:
-    """The body is zero when the entry is (the key may be missing), no dense result.  (A
+    """The body is zero when the entry is (the key may be missing), and then fails
+    nowhere (``strict``); no dense result.  (A
     missing entry that is an array reads as the empty array, which every strict body maps
     to zero as it does a stored one: no guard on r's values is needed.)"""
     return not _has_dense(g.data(cid).type) and strict(_representative(g, s["b"]), 0)
@@ -384,18 +400,19 @@ SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
                             _p("mul", _p("mul", A, B), C))),
         ("algebra", Rewrite("mult-one-left", _p("mul", _p(("real", 1.0)), A), A)),
         ("algebra", Rewrite("mult-one-right", _p("mul", A, _p(("real", 1.0))), A)),
-        ("let", Rewrite("beta", _p("let", A, B), _beta)),
+        ("let", Rewrite("beta", _p("let", A, B), _beta, _beta_guard)),
         ("sum factorization", Rewrite(
             "sum-fact-1", _p("sum", R, _p("mul", A, B)), _sum_fact_out("a"),
-            _both(_independent("a", 2), _no_dense))),
+            _both(_independent("a", 2), _no_dense, _total("a")))),
         ("sum factorization", Rewrite(
             "sum-fact-2", _p("sum", R, _p("mul", A, B)), _sum_fact_out("b"),
-            _both(_independent("b", 2), _no_dense))),
+            _both(_independent("b", 2), _no_dense, _total("b")))),
         ("sum factorization", Rewrite(
             "sum-fact-3", _p("sum", R, _p("single", A, B)), _sum_fact_key,
-            _both(_independent("a", 2), _no_dense))),
+            _both(_independent("a", 2), _no_dense, _total("a")))),
         ("sum factorization", Rewrite(
-            "sum-fact-inv-1", _p("mul", A, _p("sum", R, B)), _sum_fact_in, _no_dense)),
+            "sum-fact-inv-1", _p("mul", A, _p("sum", R, B)), _sum_fact_in,
+            _both(_no_dense, _total("a")))),
         ("singleton/multiplication", Rewrite(
             "sing-mult-1", _p("single", A, _p("mul", B, C)), _p("mul", _p("single", A, B), C))),
         ("singleton/multiplication", Rewrite(
@@ -408,13 +425,15 @@ SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
             _scalar("b"), invariant=_scalar("b"))),
         ("algebra", Rewrite("eq-comm", _p("eq", A, B), _p("eq", B, A))),
         ("if-then", Rewrite(
-            "if-mult2", _p("mul", A, _p("if", C, B)), _p("if", C, _p("mul", A, B)), _no_dense)),
+            "if-mult2", _p("mul", A, _p("if", C, B)), _p("if", C, _p("mul", A, B)),
+            _both(_no_dense, _total("a")))),
         ("sum factorization", Rewrite(
-            "sum-fact-inv-3", _p("single", A, _p("sum", R, B)), _sum_fact_key_in, _no_dense)),
+            "sum-fact-inv-3", _p("single", A, _p("sum", R, B)), _sum_fact_key_in,
+            _both(_no_dense, _total("a")))),
         ("lookups", Rewrite("lookup-sum", _p("lookup", _p("sum", R, B), A), _lookup_sum,
-                            lambda g, c, s: not _has_dense(g.data(c).type))),
+                            _both(_no_dense, _total("a")))),
         ("lookups", Rewrite("lookup-single", _p("lookup", _p("single", A, B), C),
-                            _p("if", _p("eq", A, C), B), _no_dense)),
+                            _p("if", _p("eq", A, C), B), _both(_no_dense, _total("b")))),
         ("cleanup", Rewrite("unique-rm", _p("unique", A), A)),
         ("vertical fusion", Rewrite(
             "sum-sum-vert-fuse-1",
@@ -442,14 +461,17 @@ SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
         ("zero", Rewrite("add-zero-right", _p("add", A, B), A, _zero("b"))),
         ("zero", Rewrite("add-zero-left", _p("add", B, A), A, _zero("b"))),
         ("zero", Rewrite("mult-zero-left", _p("mul", B, A), _to_zero,
-                         _both(_zero("b"), _no_dense))),
+                         _both(_zero("b"), _no_dense, _total("a")))),
         ("zero", Rewrite("mult-zero-right", _p("mul", A, B), _to_zero,
-                         _both(_zero("b"), _no_dense))),
-        ("zero", Rewrite("lookup-zero", _p("lookup", B, A), _to_zero, _zero("b"))),
+                         _both(_zero("b"), _no_dense, _total("a")))),
+        ("zero", Rewrite("lookup-zero", _p("lookup", B, A), _to_zero,
+                         _both(_zero("b"), _total("a")))),
         ("zero", Rewrite("sum-zero-dom", _p("sum", B, A), _to_zero, _zero("b"))),
-        ("zero", Rewrite("sum-zero-body", _p("sum", A, B), _to_zero, _zero("b"))),
-        ("zero", Rewrite("if-zero", _p("if", C, B), _to_zero, _zero("b"))),
-        ("zero", Rewrite("single-zero", _p("single", A, B), _to_zero, _zero("b"))),
+        ("zero", Rewrite("sum-zero-body", _p("sum", A, B), _to_zero,
+                         _both(_zero("b"), _total("a")))),
+        ("zero", Rewrite("if-zero", _p("if", C, B), _to_zero, _both(_zero("b"), _total("c")))),
+        ("zero", Rewrite("single-zero", _p("single", A, B), _to_zero,
+                         _both(_zero("b"), _total("a")))),
         ("let", Rewrite("let-float", _p("let", A, B), _let_float)),
         ("let", Rewrite("let-sink-add", _p("add", _p("let", A, B), _p("let", A, C)),
                         _p("let", A, _p("add", B, C)))),
@@ -457,8 +479,9 @@ SATURATION_RULES: dict[str, tuple[str, Rewrite]] = {
                         _p("let", A, _p("mul", B, C)))),
         ("lookups and ranges", Rewrite(
             "sum-to-get", _p("sum", R, _p("if", _p("eq", PNode(("bvar", 1, INT)), A), B)),
-            _sum_to_get, _both(_independent("a", 2), _sum_to_get_guard))),
-        ("lookups and ranges", Rewrite("get-to-sum", _p("lookup", PVar("d"), A), _get_to_sum)),
+            _sum_to_get, _both(_independent("a", 2), _sum_to_get_guard, _total("a")))),
+        ("lookups and ranges", Rewrite("get-to-sum", _p("lookup", PVar("d"), A), _get_to_sum,
+                                       _total("a"))),
         ("lookups and ranges", Rewrite(
             "sum-range-1", _p("sum", R, B), _sum_range_value,
             lambda g, c, s: _is_range(g, s["r"]) and 0 in g.data(s["b"]).loose)),

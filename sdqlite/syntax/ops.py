@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sdqlite.syntax.ast import Add, Expr, Mul, RealConst, UnOp
+from sdqlite.syntax.ast import Add, Expr, Mul, RealConst, UnOp, subterms
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,9 @@ class UnaryOp:
     domain_text: str
     cpp: str  # a C++ expression of the double x
     cpp_domain: str = "true"  # a C++ test of x
+    #: it fails on no real: defined everywhere and never overflowing (exp overflows);
+    #: the optimizer moves only total terms to where they are evaluated more, or less
+    total: bool = False
 
 
 def _u(name: str) -> Callable[[Expr], Expr]:
@@ -45,9 +48,10 @@ UNARY_OPS: dict[str, UnaryOp] = {
     op.name: op
     for op in [
         #       name    sympy    numeric           op'(x)                                domain
-        UnaryOp("sin", "sin", math.sin, _u("cos"), _always, "every real", "std::sin(x)"),
+        UnaryOp("sin", "sin", math.sin, _u("cos"), _always, "every real", "std::sin(x)",
+                total=True),
         UnaryOp("cos", "cos", math.cos, lambda x: _neg(UnOp("sin", x)), _always, "every real",
-                "std::cos(x)"),
+                "std::cos(x)", total=True),
         UnaryOp("exp", "exp", math.exp, _u("exp"), _always, "every real", "std::exp(x)"),
         UnaryOp("log", "log", math.log, _u("inv"), lambda x: x > 0, "x > 0", "std::log(x)",
                 "x > 0"),
@@ -59,7 +63,7 @@ UNARY_OPS: dict[str, UnaryOp] = {
         UnaryOp(
             "tanh", "tanh", math.tanh,
             lambda x: Add(RealConst(1.0), _neg(Mul(UnOp("tanh", x), UnOp("tanh", x)))),
-            _always, "every real", "std::tanh(x)",
+            _always, "every real", "std::tanh(x)", total=True,
         ),
         UnaryOp(
             "inv", "", lambda x: 1 / x,
@@ -68,3 +72,9 @@ UNARY_OPS: dict[str, UnaryOp] = {
         ),
     ]
 }
+
+
+def total(e: Expr) -> bool:
+    """No operation of ``e`` can fail, whatever its variables hold: each unary operation
+    in it is total.  (A real or integer overflow of + or * aside: DESIGN.md.)"""
+    return not any(isinstance(t, UnOp) and not UNARY_OPS[t.op].total for t in subterms(e))
