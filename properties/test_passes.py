@@ -24,7 +24,9 @@ Row views (``row_views``, after the last saturation): a ``let``-bound row of a s
 input, iterated after, iterated in place keeps the meaning wherever its index array is
 unique within the row's segment, the formats' promise; a binder that hides a name the row
 reads keeps that loop over the row as it is.  The promise is needed: a segment with a
-repeated key, viewed as if promised, changes the value under a non-linear body.
+repeated key, viewed as if promised, changes the value under a non-linear body.  Neither
+the row view nor the lookup in place drops a term that can fail (``DROPPING``: without
+the guard, a program that fails gets a value).
 
 Each pass reports what it did: a positive count per rule that fired, none when the
 program is unchanged (one round), at least two rounds when something fired (the last
@@ -35,6 +37,7 @@ import itertools
 import time
 from collections import Counter
 from fractions import Fraction
+from unittest.mock import patch
 
 import pytest
 from hypothesis import example, given, settings
@@ -57,7 +60,7 @@ from properties.generators import (
 from properties.test_rules import assert_same_meaning, places, rewrite_sites
 from sdqlite.ad.gradient import checked, expand, gradient
 from sdqlite.check.typecheck import Ctx, typecheck
-from sdqlite.errors import DataError, SDQLiteError
+from sdqlite.errors import DataError, EvalError, SDQLiteError
 from sdqlite.opt.passes import (
     iterated_key_lookup,
     normalize_multiplication,
@@ -460,3 +463,38 @@ def test_a_row_view_needs_the_unique_promise(env: dict[str, Value]) -> None:
     env = {**env, "val": dense([*env["val"].items[:n - 2], 1.0, 2.0])}
     viewed = row_views(e, ROW_CTX, {"idx": "pos"}).program
     assert not values_equal(evaluate(viewed, env), evaluate(e, env), rel_tol=1e-9)
+
+
+#: a pass that drops evaluations of a term that fails: the row's values, read in place
+#: only where the program loops over the row (at r = 0 the branch takes none), and the
+#: one-hot's other entries (log(a - v + 1) fails at a = 0, v = 5), looked up at i alone
+DROPPING: list[tuple[object, Ctx, str, dict[str, object]]] = [
+    (row_views, ROW_CTX,
+     "let x = sum(<p, j> in idx(pos(r):pos(r + 1))) {j -> log(val(p))} in "
+     "if r = 5 then sum(<i, w> in x) w",
+     {"idx": dense([0, 1]), "pos": dense([0, 2]), "val": dense([1.0, -1.0]), "r": 0}),
+    (iterated_key_lookup, {"x": DictT(REAL_T)},
+     "sum(<i, a> in x) (sum(<k, v> in x) {k -> log(a - v + 1.0)})(i)",
+     {"x": {0: 0.0, 1: 5.0}}),
+]
+
+
+@pytest.mark.parametrize("n", range(len(DROPPING)))
+def test_a_pass_keeps_a_failure_and_its_guard_is_needed(n: int) -> None:
+    """The row view and the lookup in place stop short of a term that can fail: the
+    program fails, and so does the pass's; without the guard (every term taken as
+    total), the pass's program has a value."""
+    pass_, ctx, source, env = DROPPING[n]
+    e, _ = typecheck(parse_expr(source), ctx)
+
+    def run(e: Expr) -> Expr:
+        return (row_views(e, ctx, {"idx": "pos"}) if pass_ is row_views
+                else iterated_key_lookup(e, ctx)).program
+
+    with pytest.raises(EvalError):
+        evaluate(e, env)
+    with pytest.raises(EvalError):
+        evaluate(run(e), env)
+    with patch("sdqlite.opt.passes.total", lambda _: True):
+        unguarded = run(e)
+    assert evaluate(unguarded, env) == 0.0, show(unguarded)

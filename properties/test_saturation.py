@@ -94,7 +94,16 @@ from sdqlite.opt.analysis import (
     without_keep,
 )
 from sdqlite.opt.cost import cost_model
-from sdqlite.opt.debruijn import alias, decode, encode, linear, shift, strict, substitute
+from sdqlite.opt.debruijn import (
+    alias,
+    decode,
+    encode,
+    linear,
+    needed,
+    shift,
+    strict,
+    substitute,
+)
 from sdqlite.opt.egraph import (
     ClassId,
     EGraph,
@@ -458,6 +467,32 @@ def test_strict_knows_each_production_and_no_constant_is_strict() -> None:
         with pytest.raises(EvalError):
             evaluate(elab, env, FRACTION)
         assert not strict(encode(elab, ctx, (("x", REAL),)), 0), text
+
+
+#: terms every evaluation of which evaluates x (beta's guard, ``needed``: a let whose
+#: body needs its variable may be substituted, failing where the let did), and terms
+#: that may not: x in a branch, in a loop's body, beside it
+NEEDED_EACH = ["x", "x * s", "s + x", "{0 -> x}", "{n -> s}(0) * x", "let y = x in s",
+               "let y = s in x", "sum(<k, v> in {0 -> x}) s", "(if n = 0 then s) * x"]
+NOT_NEEDED = ["if n = 1 then x", "sum(<k, v> in V) x * v", "s", "let y = s in 2.0",
+              "sum(<k, v> in V) {k -> x}"]
+
+
+def test_needed_knows_what_every_evaluation_reads() -> None:
+    """x bound to a failing term (log(0)): a term that needs x fails; one that does not
+    has a value where its branch, its loop, leaves x out (n = 0, V empty)."""
+    ctx: dict[str, Type] = {**SHAPE_CTX}
+    env: dict[str, object] = {"s": Fraction(2), "n": 0, "V": {}, "M": {}, "a": dense([])}
+    for text in NEEDED_EACH + NOT_NEEDED:
+        elab, _ = typecheck(parse_expr(text), {**ctx, "x": REAL})
+        failing, _ = typecheck(parse_expr(text.replace("x", "log(0.0 * s)")), ctx)
+        try:
+            evaluate(failing, env, FRACTION)
+            fails = False
+        except EvalError:
+            fails = True
+        assert fails == (text in NEEDED_EACH), text  # the lists are right
+        assert needed(encode(elab, ctx, (("x", REAL),)), 0) == fails, text
 
 
 #: one term per production of ``linear`` (sum-hoist's side condition) in a sparse vector

@@ -68,40 +68,49 @@ def gradient(e: Expr, x: str, ctx: Ctx, *, share: bool = False) -> Expr:
     body, _ = fad(e, {v: erase(ctx[v]) for v in fvs}, tau, tangents, names)
     for v in reversed(fvs):
         body = Let(tangents[v], ingrad(v, x, erase(ctx[v]), tau, names), body)
-    return live(body)[0]
+    return live(body)
 
 
-def live(e: Expr) -> tuple[Expr, frozenset[str]]:
-    """``e`` without the lets that nothing reads and that can fail (``ops.total``), and
-    its free variables: the expansion fails only where what the derivative needs fails —
-    as ``gradient (x + log(c)) x`` is 1.0 at c = -1, so is ``gradient (let y = log(c) in
-    x) x``, and logistic regression's gradient does not compute its loss (a primal value
-    FAD binds that no tangent reads).  The optimizer may not drop such a let (it would
-    hide a failure the program has); the definition does, for the interpreter too.  An
-    unread let that cannot fail changes nothing and stays, as the paper prints it
-    (Example 1's ``i' = 0``).  One pass, innermost first: a let read only by a dropped
-    one is unread too."""
-    match e:
-        case Var(name):
-            return e, frozenset({name})
-        case Let(x, rhs, body):
-            b, used = live(body)
-            if x not in used and not total(rhs):
-                return b, used
-            r, reads = live(rhs)
-            return Let(x, r, b, span=e.span), reads | (used - {x})
-        case Sum(k, v, dom, body):
-            d, reads = live(dom)
-            b, used = live(body)
-            return Sum(k, v, d, b, span=e.span, ty=e.ty), reads | (used - {k, v})
-        case _:
-            free: set[str] = set()
+def live(e: Expr) -> Expr:
+    """``e`` without the unread lets that can fail: the expansion fails only where what
+    the derivative needs fails — as ``gradient (y + log(c)) y`` is 1.0 at c = -1, so is
+    ``gradient (let t = log(c) in y * y) y``, and logistic regression's gradient does not
+    compute its loss (a primal value FAD binds that no tangent reads).  A let is unread
+    when nothing the result needs reads it (what unread lets read does not count, so the
+    answer is the same whether ANF named the steps or not); one that can fail
+    (``ops.total``), or reads a dropped one, is dropped.  The others stay, as the paper
+    prints them (Example 1's ``i' = 0.0``): they change nothing.  The optimizer may not
+    drop a let that can fail (it would hide a failure the program has); the definition
+    does, for the interpreter too."""
+    unread: set[int] = set()
 
-            def go(c: Expr) -> Expr:
-                out, fv = live(c)
-                free.update(fv)
-                return out
-            return map_children(e, go), frozenset(free)
+    def reads(e: Expr) -> frozenset[str]:  # what the result needs
+        match e:
+            case Var(name):
+                return frozenset({name})
+            case Let(x, rhs, body):
+                used = reads(body)
+                if x not in used:
+                    unread.add(id(e))
+                    return used
+                return reads(rhs) | (used - {x})
+            case Sum(k, v, dom, body):
+                return reads(dom) | (reads(body) - {k, v})
+        return frozenset().union(*(reads(c) for c in children(e)))
+
+    def keep(e: Expr, dropped: frozenset[str]) -> Expr:
+        match e:
+            case Let(x, rhs, body):
+                if id(e) in unread and (not total(rhs) or free_vars(rhs) & dropped):
+                    return keep(body, dropped | {x})
+                return Let(x, keep(rhs, dropped), keep(body, dropped - {x}), span=e.span)
+            case Sum(k, v, dom, body):
+                return Sum(k, v, keep(dom, dropped), keep(body, dropped - {k, v}),
+                           span=e.span, ty=e.ty)
+        return map_children(e, lambda c: keep(c, dropped))
+
+    reads(e)
+    return keep(e, frozenset()) if unread else e
 
 
 def ingrad(v: str, x: str, t: Type, tau: Type, names: NameSupply) -> Expr:

@@ -32,6 +32,7 @@ from sdqlite.syntax.ast import (
     subterms,
 )
 from sdqlite.syntax.names import NameSupply, names_in, rename, substitute
+from sdqlite.syntax.ops import total
 from sdqlite.syntax.types import INT, DictT
 
 MAX_ROUNDS = 100
@@ -132,7 +133,9 @@ def iterated_key_lookup(e: Expr, ctx: Ctx) -> PassResult:
     A path is whole when it is an input, or a path looked up at a key known to be
     stored in it (a dense matrix's row ``M(i)``).  The pass repeats until nothing fires:
     rewriting ``M'(i)`` exposes the row's one-hot ``sum(<j, _> in M(i)) ...``.
-    Keys are unique, so the lookup finds exactly the entry built for ``k = i``.  It is
+    Keys are unique, so the lookup finds exactly the entry built for ``k = i``.  A sum
+    looked up in place must not fail (``ops.total``): its other entries are no longer
+    evaluated (a ``let``-bound one stays bound, and is evaluated whole).  It is
     what lets the gradient w.r.t. ``x`` of a function linear in ``x`` stop reading the
     values of ``x``: the one-hot ``x'`` looked up at such a key is ``{i -> 1}``.
     Definitions come from ``let`` (``let x' = sum(<k, v> in X) {k -> b} in ...``)."""
@@ -258,7 +261,8 @@ def _keys(e: Expr, sc: _Scope, fired: Counter[str], names: NameSupply) -> Expr:
                 why := sc.holds(i, sc.defs[name].dom)):
             fired[f"iterated-key-lookup ({why})"] += 1
             return _entry(sc.defs[name], i, names)
-        case Lookup(Sum() as s, Var(i)) if _onehot_like(s) and (why := sc.holds(i, s.dom)):
+        case Lookup(Sum() as s, Var(i)) if _onehot_like(s) and total(s) and (
+                why := sc.holds(i, s.dom)):  # (the other entries are not evaluated)
             fired[f"iterated-key-lookup ({why})"] += 1
             return _entry(s, i, names)
         case _:
@@ -351,13 +355,14 @@ def row_views(e: Expr, ctx: Ctx, unique: Mapping[str, str | None]) -> PassResult
     promise, which the door makes true, within each segment ``pos(e):pos(e + 1)`` of
     its pointer array, or throughout); a repeated key would be iterated twice instead of
     once with the sum of its values.  No binder between the ``let`` and the loop may bind
-    a name the row reads."""
+    a name the row reads.  The row's values cannot fail (``ops.total``): the let goes,
+    and a value is then evaluated only where a loop reads it."""
     names = NameSupply(names_in(e))
     fired: Counter[str] = Counter()
 
     def go(x: Expr) -> Expr:
         x = map_children(x, go)
-        if isinstance(x, Let) and _unique_row(x.rhs, unique):
+        if isinstance(x, Let) and _unique_row(x.rhs, unique) and total(x.rhs):
             body = _in_place(x.body, x.name, x.rhs, free_vars(x.rhs), names, fired)
             return body if x.name not in free_vars(body) else replace(x, body=body)
         return x
