@@ -1145,6 +1145,114 @@ template <class V, class I> void add_into(const csr_row<V, I>& a, const dict<V>&
   for (const auto& [k, v] : b) a[k] += v;
 }
 
+// A csr's cursors, copied into a kernel that writes its rows in key order (``writer``;
+// codegen/emit.py): a local whose address nothing takes, so they stay in registers.  A row is
+// *clean* while its keys came in ascending order, each once, none zero: it then ends as it
+// is (no sort, no pruning), and the next row starts by writing the row pointers up to it.
+// Anything else — a key not above the last, a zero, a full array, a row out of order or
+// outside — goes to csr::add with the cursors written back, and they are read again after.
+template <class V, class I> struct csr_writer;
+
+template <class V, class I> struct csr_writer_entry {
+  csr_writer<V, I>* w;
+  i64 k, j;
+  void operator+=(V v) const { w->add(k, j, v); }
+};
+
+template <class V, class I> struct csr_writer_row {
+  csr_writer<V, I>* w;
+  i64 k;
+  csr_writer_entry<V, I> operator[](i64 j) const { return {w, k, j}; }
+};
+
+template <class V, class I> struct csr_writer {
+  static constexpr i64 MESSY = INT64_MAX;  // `last` of a row that is not clean
+  static constexpr i64 TOP = std::is_same_v<I, i64> ? INT64_MAX - 1 : i64(INT32_MAX);
+  struct cursors {  // (read from the csr again after each of its own adds: the writer's
+    i64 n, last;     // address is never taken; the current row is pe - p0 - 1)
+    i64 *p0, *pe;
+    I *k0, *ke, *kc;
+    V* ve;
+  };
+  csr<V, I>* c;  // (null once the rows are finished)
+  cursors at;
+
+  explicit csr_writer(csr<V, I>& x) : c(&x), at(load(c)) {}
+  csr_writer(const csr_writer&) = delete;  // (one writer a csr, its cursors once)
+  csr_writer& operator=(const csr_writer&) = delete;
+  ~csr_writer() {
+    if (c) sync(c, at);
+  }
+
+  static cursors load(const csr<V, I>* c) {  // the csr's; its current row clean if empty
+    const bool empty = c->ke == c->k0 + c->pe[-1] && !c->dense && !c->shuffled;
+    return {c->rows(), empty ? -1 : MESSY, c->p0, c->pe, c->k0, c->ke, c->kc,
+            c->v0 + (c->ke - c->k0)};
+  }
+
+  static void sync(csr<V, I>* c, const cursors& a) {  // back (a clean row as csr::add
+    c->pe = a.pe;                                     // leaves one)
+    c->ke = a.ke;
+    if (a.last != MESSY) {  // (neither shuffled nor in the table: it was not when it was
+      c->kr = c->km = a.k0 + a.pe[-1];  // found clean, and the next rows start so)
+      c->small = a.last < sdql::row<V>::SPREAD;
+    }
+  }
+
+  csr_writer_row<V, I> operator[](i64 k) { return {this, k}; }
+  i64 rows() const { return at.n; }
+  void expect(i64 entries) {
+    sync(c, at);
+    c->expect(entries);
+    at = load(c);
+  }
+
+  void add(i64 k, i64 j, V v) {  // result[k][j] += v
+    cursors& a = at;
+    const i64 row = a.pe - a.p0 - 1;
+    if (k != row) {  // the next row, after a clean one: it starts here
+      if (k != row + 1 || k >= a.n || a.last == MESSY || j > TOP || j < 0 || is_zero(v) ||
+          a.ke == a.kc)
+        return slow(k, j, v, true);
+      *a.pe++ = a.ke - a.k0;
+    } else if (j <= a.last || j > TOP || is_zero(v) || a.ke == a.kc) {
+      return slow(k, j, v, a.last != MESSY && j > a.last);
+    }
+    *a.ve++ = v;
+    *a.ke++ = I(j);
+    a.last = j;
+  }
+
+  void slow(i64 k, i64 j, V v, bool clean) {  // (clean: csr::add appends to a row that is,
+    sync(c, at);                               // or starts one; v and the row decide)
+    at = added(c, k, j, v, clean);
+  }
+
+  static cursors added(csr<V, I>* c, i64 k, i64 j, V v, bool clean) {
+    c->add(k, j, v);
+    cursors b = load(c);
+    if (clean && j >= 0 && !is_zero(v) && !c->dense && !c->shuffled) b.last = j;
+    return b;
+  }
+
+  void finish() {
+    sync(c, at);
+    c->finish();
+    c = nullptr;
+  }
+};
+
+template <class V, class I> csr_writer<V, I> writer(csr<V, I>& x) { return csr_writer<V, I>(x); }
+template <class V, class I> void prune(csr_writer<V, I>& w) { w.finish(); }
+template <class V, class I> void prune(const csr_writer_row<V, I>&) {}
+
+template <class V, class I>
+void add_into(const csr_writer_entry<V, I>& e, typename same<V>::type v) { e += v; }
+
+template <class V, class I> void add_into(const csr_writer_row<V, I>& a, const dict<V>& b) {
+  for (const auto& [k, v] : b) a[k] += v;
+}
+
 template <class V, class I> void prune(csr<V, I>& x) { x.finish(); }
 
 template <class T> output* encode(const T& x) {

@@ -34,6 +34,7 @@ from sdqlite.ui.cli import main
 from sdqlite.ui.session import Session
 from semantics.interp import evaluate
 from semantics.run import Input, run
+from semantics.values import stored_zero
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -550,6 +551,28 @@ def test_rows_written_in_key_order_are_appended_as_csr() -> None:
     assert g(A=shuffled, c=3) == sdqlite.evaluate(src, A=shuffled, c=3)
     with pytest.raises(EvalError, match="integer overflow"):
         g(A=shuffled, c=2**61)
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["keys", "keys past 2^31"])
+def test_rows_in_key_order_go_through_the_writer_fast_or_not(wide: bool) -> None:
+    """Rows written in key order go through a copy of the CSR's cursors
+    (``sdql::csr_writer``): a row whose keys come ascending, once each, none zero, is
+    appended there, the rest through ``csr::add``.  Rows of both kinds, one after the
+    other: keys 2i, i + 1 and 10 - i (ascending for some i, not for others, i + 1 = 2i
+    at i = 1, negative from i = 11), values zero where V is, rows beyond the arrays'
+    first capacity (4 entries a row, room for one), keys past 2^31 (64-bit columns), and
+    key 2i again as i + i (equal at run time only: merged into the first, after a key
+    below it); against the interpreter, with no zero stored."""
+    m = "1000000000000 * " if wide else ""
+    src = ("V : {dense_int[n] -> real}\nsum(<i, a> in V) "
+           f"{{i -> {{{m}2 * i -> a}} + {{{m}(i + 1) -> a * a}} + {{{m}(i + i) -> 1.0}}"
+           f" + {{{m}(10 - i) -> 1.0}}}}")
+    f = sdqlite.compile(src, output="value")
+    v = np.random.default_rng(3).choice([0.0, 1.0, -2.0, 0.5], 5000)
+    assert "sdql::writer(" in f.cpp({"V": v})
+    got = f(V=v)
+    assert stored_zero(got) is None
+    assert got == sdqlite.evaluate(src, V=v)
 
 
 @pytest.mark.parametrize("index", [np.int32, np.int64], ids=["int32", "int64"])
