@@ -869,7 +869,7 @@ template <class V, class I> struct csr {
     p0 = pos.data();
     pn = p0 + n + 1;
     *p0 = 0;
-    pe = p0 + 1;  // (row -1: none yet)
+    pe = n > 0 ? p0 + 1 : p0;  // row 0 started; none where there is none (any row fails)
     reserve(std::max<i64>(n, 16), 0);  // a guess, an entry a row (untouched until written)
   }
 
@@ -1185,7 +1185,8 @@ template <class V, class I> struct csr_writer {
   }
 
   static cursors load(const csr<V, I>* c) {  // the csr's; its current row clean if empty
-    const bool empty = c->ke == c->k0 + c->pe[-1] && !c->dense && !c->shuffled;
+    const bool empty = c->pe > c->p0 && c->ke == c->k0 + c->pe[-1] && !c->dense &&
+                       !c->shuffled;
     return {c->rows(), empty ? -1 : MESSY, c->p0, c->pe, c->k0, c->ke, c->kc,
             c->v0 + (c->ke - c->k0)};
   }
