@@ -1146,7 +1146,8 @@ template <class V, class I> void add_into(const csr_row<V, I>& a, const dict<V>&
 }
 
 // A csr's cursors, copied into a kernel that writes its rows in key order (``writer``;
-// codegen/emit.py): a local whose address nothing takes, so they stay in registers.  A row is
+// codegen/emit.py): a local that escapes nowhere (its row and entry proxies are inlined),
+// so they can stay in registers (GCC still spills some: VVA's kernel).  A row is
 // *clean* while its keys came in ascending order, each once, none zero: it then ends as it
 // is (no sort, no pruning), and the next row starts by writing the row pointers up to it.
 // Anything else — a key not above the last, a zero, a full array, a row out of order or
@@ -1168,8 +1169,8 @@ template <class V, class I> struct csr_writer_row {
 template <class V, class I> struct csr_writer {
   static constexpr i64 MESSY = INT64_MAX;  // `last` of a row that is not clean
   static constexpr i64 TOP = std::is_same_v<I, i64> ? INT64_MAX - 1 : i64(INT32_MAX);
-  struct cursors {  // (read from the csr again after each of its own adds: the writer's
-    i64 n, last;     // address is never taken; the current row is pe - p0 - 1)
+  struct cursors {  // (read from the csr again after each of its own adds; the current
+    i64 n, last;     // row is pe - p0 - 1)
     i64 *p0, *pe;
     I *k0, *ke, *kc;
     V* ve;

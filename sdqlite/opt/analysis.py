@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 
+from sdqlite.opt.debruijn import fails
 from sdqlite.opt.egraph import (
     ClassId,
     EGraph,
@@ -24,7 +25,6 @@ from sdqlite.opt.egraph import (
     Term,
     instantiate,
 )
-from sdqlite.syntax.ops import UNARY_OPS
 from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type, erase, otimes
 
 Free = frozenset[tuple[int, Type]]
@@ -66,9 +66,7 @@ class SDQLiteAnalysis:
 
     def make(self, g: EGraph[Info], node: ENode) -> Info:
         info = self._make(g, node)
-        op = node.op
-        if (isinstance(op, tuple) and op[0] == "unop" and not UNARY_OPS[op[1]].total) or \
-                not all(g.data(c).total for c in node.children):
+        if fails(node.op) or not all(g.data(c).total for c in node.children):
             return replace(info, total=False)
         return info
 

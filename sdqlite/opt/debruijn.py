@@ -266,12 +266,14 @@ def strict(t: Term, index: int) -> bool:
     return False
 
 
+def fails(op: object) -> bool:
+    """The operator is a unary operation that can fail (``UnaryOp.total``)."""
+    return isinstance(op, tuple) and op[0] == "unop" and not UNARY_OPS[op[1]].total
+
+
 def total(t: Term) -> bool:
     """No operation of ``t`` can fail (``sdqlite.syntax.ops.total``)."""
-    op = t.op
-    if isinstance(op, tuple) and op[0] == "unop" and not UNARY_OPS[op[1]].total:
-        return False
-    return all(total(c) for c in t.children)
+    return not fails(t.op) and all(total(c) for c in t.children)
 
 
 def needed(t: Term, index: int) -> bool:
