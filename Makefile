@@ -60,7 +60,8 @@ $(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
 # (fewer programs: the `sanitize` profile), the sanitizers' runtimes preloaded into Python;
 # the door's check, on one thread and on two, on damaged arrays; and CSR results written
 # row by row (sdql::csr), in order (through sdql::csr_writer's cursors) or by key
-# (sdql::by_key, its rows added up in a table until a key beyond it), of 32- or 64-bit keys; accumulators kept as workspaces
+# (sdql::by_key, its rows added up in a table until a key beyond it), of 32- or 64-bit keys,
+# each checked against the columns; accumulators kept as workspaces
 # (sdql::work), on one thread and on three; and CSR inputs, damaged or not, checked by
 # the kernel block by block (sdql::checked_block), on one thread and on two.  Then
 # the loops run in chunks on several threads (the agreement property runs each kernel on
@@ -74,6 +75,7 @@ sanitize: setup
 	  properties/test_csr_writer.py tests/test_codegen.py::test_rows_in_key_order_go_through_the_writer_fast_or_not \
 	  'tests/test_codegen.py::test_rows_by_key_add_as_the_rows_loop_does[int32]' \
 	  tests/test_codegen.py::test_a_csr_result_s_columns_are_32_bit_where_its_size_allows \
+	  tests/test_codegen.py::test_a_csr_result_s_keys_are_checked_as_the_kernel_writes_them \
 	  tests/test_codegen.py::test_a_bounded_accumulator_is_a_workspace_and_a_key_that_came_twice_counts_once \
 	  tests/test_codegen.py::test_a_row_added_up_in_the_table_until_a_key_beyond_it \
 	  tests/test_codegen.py::test_a_csr_matrix_is_checked_by_the_kernel_block_by_block_as_it_reads_it \

@@ -405,7 +405,7 @@ class Compiled:
                           threads=self.threads if work >= PARALLEL_FROM else 1,
                           work=[bounds[n] for n in spec.kernel.work], checks=checks)
         return R.convert(out, spec.kernel.result, spec.result, spec.sizes, bounds,
-                         self.output)
+                         self.output, checked=spec.kernel.dest == "rows")
 
     def buffers(self, lowering: Lowering | Specialized, args: Mapping[str, Arg]
                 ) -> list[D.Buffers]:

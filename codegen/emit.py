@@ -260,7 +260,7 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
         if x in flats else
         f"    const auto {em.names(x)} = sdql::decode<{cpp_type(t)}>(data, next);\n"
         for x, t in low.inputs)
-    after = {"value": 0, "vec": 1, "rows": 1, "dense": len(_layers(low.type))}[dest]
+    after = {"value": 0, "vec": 1, "rows": 2, "dense": len(_layers(low.type))}[dest]
     args = ", ".join([*(em.names(x) for x, _ in low.inputs), "result",
                       *(f"lens[next + {after + i}]"
                         for i in range(len(em.work) + len(checks)))])
@@ -300,7 +300,7 @@ def _destination(t: Type, dest: Destination, narrow: bool = False) -> tuple[str,
                 and t.val.val in (REAL, INT), "a matrix of scalars"
             keys = ", std::int32_t" if narrow else ""
             csr = f"sdql::csr<{cpp_type(t.val.val)}{keys}>"
-            return csr, f"{csr} result{{lens[next]}};"
+            return csr, f"{csr} result{{lens[next], lens[next + 1]}};  // rows, columns"
         case "dense":
             depth = len(_layers(t))
             assert depth and scalar_of(t) == REAL, "reals under dictionary layers"

@@ -65,13 +65,16 @@ class Output:
             self.handle.value = None
 
 
+_INT32, _INT64 = np.dtype(np.int32), np.dtype(np.int64)
+
+
 class _View:
     """A buffer of an ``Output`` as numpy sees it (``__array_interface__``), keeping the
     output alive as long as an array over it is."""
 
-    def __init__(self, owner: Output, ptr: int, n: int, dtype: Any) -> None:
+    def __init__(self, owner: Output, ptr: int, n: int, dtype: np.dtype[Any]) -> None:
         self.owner = owner
-        self.__array_interface__ = {"shape": (n,), "typestr": np.dtype(dtype).str,
+        self.__array_interface__ = {"shape": (n,), "typestr": dtype.str,
                                     "data": (ptr, False), "version": 3}
 
 
@@ -93,27 +96,29 @@ class Native:
         # (a fifth of a scalar kernel's call)
         self.entry.argtypes = None
         self.entry.restype = ctypes.c_int
-        self.buffer = lib.sdql_output_buffer
-        self.buffer.argtypes = [ctypes.c_void_p, ctypes.c_int64,
-                                ctypes.POINTER(ctypes.c_void_p)]
-        self.buffer.restype = ctypes.c_int64
+        self.buffers = lib.sdql_output_buffers  # its buffers; which are of 32-bit ints
+        self.buffers.argtypes = [ctypes.c_void_p, ctypes.c_int64,
+                                 ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64)]
+        self.buffers.restype = ctypes.c_int64
         self.free = lib.sdql_output_free
         self.free.argtypes = [ctypes.c_void_p]
         self.free.restype = None
-        self.narrowed = lib.sdql_output_narrowed  # its index buffers of 32-bit ints, as bits
-        self.narrowed.argtypes = [ctypes.c_void_p]
-        self.narrowed.restype = ctypes.c_int64
         self.live = lib.sdql_outputs_live  # results not yet freed
         self.live.argtypes = []
         self.live.restype = ctypes.c_int64
         self.arrays: dict[int, tuple[Any, Any]] = {}  # the argument arrays' types, by length
         # an output handle comes back for a dictionary not written into the caller's array
         self.handed = self.kernel.dest != "dense" and isinstance(self.kernel.result, DictT)
+        if self.handed:  # its buffers: 2L index buffers (64-bit, or 32), then the leaves
+            t = self.kernel.result
+            self.count = 2 * len(layers(t)) + 1
+            self.leaf = np.dtype(leaf_dtype(t))
 
     def __call__(self, inputs: list[Buffers], dest: Any = None, threads: int = 1,
                  work: Sequence[int] = (), checks: Sequence[int] | None = None) -> Buffers:
         """Run on the inputs' buffers (in the kernel's input order): the result's buffers,
-        or ``[dest]`` for a dense destination (a zeroed C-contiguous float64 array).  The
+        or ``[dest]`` for a dense destination (a zeroed C-contiguous float64 array); for
+        ``vec`` ``dest`` is its size, for ``rows`` its rows and columns.  The
         kernel's loops at the top may use up to ``threads`` threads; ``work``: the sizes
         of its workspaces (``Kernel.work``); ``checks``: for each input the kernel may
         check (``Kernel.checks``), its column count if it is to, else -1 (the default)."""
@@ -126,9 +131,12 @@ class Native:
             assert dest is not None and dest.flags.c_contiguous and dest.dtype == np.float64
             ptrs += [address(dest)] + [None] * (dest.ndim - 1)
             lens += dest.shape
-        elif kind in ("vec", "rows"):
+        elif kind == "vec":
             ptrs.append(None)
             lens.append(int(dest))
+        elif kind == "rows":  # its rows and columns
+            ptrs += [None, None]
+            lens += [int(dest[0]), int(dest[1])]
         assert len(work) == len(self.kernel.work), "a size for each workspace"
         ptrs += [None] * len(work)
         lens += work
@@ -156,15 +164,14 @@ class Native:
             return [np.array([status.real], dtype=np.float64) if t == REAL else
                     np.array([status.integer], dtype=np.int64)]
         assert out is not None
+        n = self.count
+        data, counts = (ctypes.c_void_p * n)(), (ctypes.c_int64 * n)()
+        narrowed = self.buffers(out.handle, n, data, counts)
         result: Buffers = []
-        narrowed = self.narrowed(out.handle)
-        for k in range(2 * len(layers(t)) + 1):
-            ptr = ctypes.c_void_p()
-            count = self.buffer(out.handle, k, ctypes.byref(ptr))
-            dtype = (np.int32 if narrowed >> k & 1 else np.int64) if k < 2 * len(layers(t)) \
-                else leaf_dtype(t)
-            result.append(np.zeros(0, dtype=dtype) if count == 0 or not ptr.value else
-                          np.asarray(_View(out, ptr.value, count, dtype)))
+        for k, (ptr, count) in enumerate(zip(data, counts, strict=True)):
+            dtype = (_INT32 if narrowed >> k & 1 else _INT64) if k < n - 1 else self.leaf
+            result.append(np.zeros(0, dtype=dtype) if count == 0 or not ptr else
+                          np.asarray(_View(out, ptr, count, dtype)))
         return result
 
     def failure(self, st: Status) -> BaseException:

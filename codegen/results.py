@@ -122,12 +122,18 @@ INT32_SHAPE = 2**31 - 1
 
 
 def allocate(dest: Dest, t: Type, sizes: list[Size], bounds: Mapping[str, int]) -> Any:
-    """What the kernel's destination needs from the caller: a zeroed array, a size."""
+    """What the kernel's destination needs from the caller: a zeroed array, a size; for
+    ``rows``, its rows and its columns (-1 where no size bounds them; else the kernel
+    checks every key against them, as ``convert`` would)."""
     match dest:
         case "dense":
             return np.zeros(shape(dest, t, sizes, bounds))
-        case "vec" | "rows":
+        case "vec":
             return bounds[str(sizes[0])]
+        case "rows":
+            cols = (None if len(sizes) < 2 or sizes[1] is None else
+                    0 if sizes[1] == NO_KEYS else bounds.get(sizes[1]))
+            return bounds[str(sizes[0])], -1 if cols is None else cols
     return None
 
 
@@ -224,9 +230,10 @@ def _csr_of_dense(array: Any) -> Any:
 
 
 def convert(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
-            bounds: Mapping[str, int], output: Output) -> Any:
+            bounds: Mapping[str, int], output: Output, checked: bool = False) -> Any:
     """The result as ``output`` asks: ``stored`` is how the buffers hold it (a dense
-    destination's outer layer is an array), ``t`` the program's type."""
+    destination's outer layer is an array), ``t`` the program's type; ``checked``: the
+    kernel checked its CSR rows' column keys against the size (``rows``: ``sdql::csr``)."""
     if not isinstance(t, DictT):
         x = bufs[0][0]
         return bool(x) if t == BOOL else int(x) if t == INT else float(x)
@@ -257,9 +264,10 @@ def convert(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
             dims = [int(n) for n in shape if n is not None]
             if whole and not layers[1].dense and len(bufs[0]) == 2 and bufs[0][1] == dims[0]:
                 # rows 0 .. n-1 in order, each sorted (sdql::row, sdql::csr): CSR's arrays,
-                # their column indices checked against the size as below
+                # their column indices checked against the size as below (by sdql::csr
+                # as it wrote them, where ``checked``)
                 cols = bufs[3]
-                if len(cols) == 0 or (cols.min() >= 0 and cols.max() < dims[1]):
+                if checked or len(cols) == 0 or (cols.min() >= 0 and cols.max() < dims[1]):
                     m = scipy.sparse.csr_array((bufs[-1], cols, bufs[2]),
                                                shape=(dims[0], dims[1]))
                     m.has_sorted_indices = True

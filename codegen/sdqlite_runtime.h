@@ -828,21 +828,26 @@ template <class T> void count_at(const T& x, i64* n) {
 // storage per row and no copy: the arrays are the output itself.
 template <class V, class I = i64> struct csr;
 
-template <class V, class I> struct csr_entry {  // result[k][j], as a destination: added into
-  csr<V, I>* c;
+// result[k][j] and result[k] of a matrix written by add(k, j, v) (a csr, a csr_writer),
+// as destinations: added into.
+template <class M> struct matrix_entry {
+  M* m;
   i64 k, j;
-  void operator+=(V v) const { c->add(k, j, v); }
+  void operator+=(typename M::value v) const { m->add(k, j, v); }
 };
 
-template <class V, class I> struct csr_row {  // result[k], as a destination
-  csr<V, I>* c;
+template <class M> struct matrix_row {
+  M* m;
   i64 k;
-  csr_entry<V, I> operator[](i64 j) const { return {c, k, j}; }
+  matrix_entry<M> operator[](i64 j) const { return {m, k, j}; }
 };
 
 // A matrix's CSR arrays, written row by row; its column keys of type I (32 bits where
-// the result's columns are known to fit: a third less to write than 64-bit ones).
+// the result's columns are known to fit: a third less to write than 64-bit ones).  A key
+// outside the rows or the columns the sizes analysis gave the result fails OUTSIDE (the
+// net under that analysis, so the caller need not look at the keys again).
 template <class V, class I> struct csr {
+  using value = V;
   std::unique_ptr<output> o = outputs.take();
   buffer<i64>& pos;  // pos, idx and val are sized to their capacity while rows are written
   buffer<I>& idx;
@@ -861,8 +866,17 @@ template <class V, class I> struct csr {
   std::vector<std::uint64_t> bits, summary;  // presence (all zero between rows)
   i64 lo = 0, hi = 0;                       // the current row's smallest and largest key
   std::vector<std::pair<i64, V>> scratch;   // (merge's)
+  // A row's keys are in [0, cols) where `bounded` (the columns are known, or the keys
+  // 32-bit ones), else anywhere (cols is then INT64_MAX).
+  static constexpr bool WIDE = std::is_same_v<I, i64>;
+  i64 cols;
+  bool bounded;
 
-  explicit csr(i64 n) : pos(index(2)), idx(keys()), val(leaves()) {
+  // n rows of m columns (m < 0: not known)
+  csr(i64 n, i64 m)
+      : pos(index(2)), idx(keys()), val(leaves()),
+        cols(std::min(m < 0 ? INT64_MAX : m, WIDE ? INT64_MAX : i64(INT32_MAX) + 1)),
+        bounded(m >= 0 || !WIDE) {
     o->index[0] = {0, n};  // a dense outer layer of n rows, starting at 0
     o->index[1] = {0};
     pos.resize(std::size_t(n + 1));
@@ -906,7 +920,7 @@ template <class V, class I> struct csr {
     ke = k0 + used;
   }
 
-  csr_row<V, I> operator[](i64 k) { return {this, k}; }
+  matrix_row<csr> operator[](i64 k) { return {this, k}; }
 
   i64 rows() const { return pn - p0 - 1; }
 
@@ -918,9 +932,9 @@ template <class V, class I> struct csr {
   }
 
   void add(i64 k, i64 j, V v) {  // result[k][j] += v
-    if (pe - p0 - 1 != k) {
-      start(k);
-    } else if (dense) {
+    if (pe - p0 - 1 != k) start(k);  // (then neither dense nor with entries)
+    if (bounded && std::uint64_t(j) >= std::uint64_t(cols)) fail(OUTSIDE, -1, double(j));
+    if (dense) {
       if (std::uint64_t(j) < std::uint64_t(ws.size())) return touch(j, v);
       if (std::uint64_t(j) < std::uint64_t(row<V>::SPREAD)) {
         grow(j + 1);
@@ -938,9 +952,6 @@ template <class V, class I> struct csr {
       if (shuffled && ke - kr >= 2 * (km - kr) + 1024) merge();  // half may be repeats
     }
     small = small && std::uint64_t(j) < std::uint64_t(row<V>::SPREAD);
-    if constexpr (!std::is_same_v<I, i64>) {  // (the sizes say it fits: else their bug)
-      if (i64(I(j)) != j) fail(OUTSIDE, -1, double(j));
-    }
     if (ke == kc) reserve(2 * (kc - k0), ke - k0);
     v0[ke - k0] = v;
     *ke++ = I(j);
@@ -1134,14 +1145,11 @@ template <class P, class I> keyed by_key(const arr<P>& pos, const arr<I>& idx, i
   return t;
 }
 
-template <class V, class I> void prune(const csr_row<V, I>&) {}  // (made so when it ends)
+template <class M> void prune(const matrix_row<M>&) {}  // (made so when it ends)
 
-template <class T> struct same { using type = T; };  // (a parameter its argument does not fix)
+template <class M> void add_into(const matrix_entry<M>& e, typename M::value v) { e += v; }
 
-template <class V, class I>
-void add_into(const csr_entry<V, I>& e, typename same<V>::type v) { e += v; }
-
-template <class V, class I> void add_into(const csr_row<V, I>& a, const dict<V>& b) {
+template <class M> void add_into(const matrix_row<M>& a, const dict<typename M::value>& b) {
   for (const auto& [k, v] : b) a[k] += v;
 }
 
@@ -1152,25 +1160,13 @@ template <class V, class I> void add_into(const csr_row<V, I>& a, const dict<V>&
 // is (no sort, no pruning), and the next row starts by writing the row pointers up to it.
 // Anything else — a key not above the last, a zero, a full array, a row out of order or
 // outside — goes to csr::add with the cursors written back, and they are read again after.
-template <class V, class I> struct csr_writer;
-
-template <class V, class I> struct csr_writer_entry {
-  csr_writer<V, I>* w;
-  i64 k, j;
-  void operator+=(V v) const { w->add(k, j, v); }
-};
-
-template <class V, class I> struct csr_writer_row {
-  csr_writer<V, I>* w;
-  i64 k;
-  csr_writer_entry<V, I> operator[](i64 j) const { return {w, k, j}; }
-};
-
 template <class V, class I> struct csr_writer {
-  static constexpr i64 MESSY = INT64_MAX;  // `last` of a row that is not clean
-  static constexpr i64 TOP = std::is_same_v<I, i64> ? INT64_MAX - 1 : i64(INT32_MAX);
+  using value = V;
+  // `last` of a row that is not clean (no key written here is as large: a key in
+  // [0, cols) is, and the csr's cols is at most it; any other goes to csr::add)
+  static constexpr i64 MESSY = INT64_MAX;
   struct cursors {  // (read from the csr again after each of its own adds; the current
-    i64 n, last;     // row is pe - p0 - 1)
+    i64 n, cols, last;  // row is pe - p0 - 1)
     i64 *p0, *pe;
     I *k0, *ke, *kc;
     V* ve;
@@ -1188,7 +1184,7 @@ template <class V, class I> struct csr_writer {
   static cursors load(const csr<V, I>* c) {  // the csr's; its current row clean if empty
     const bool empty = c->pe > c->p0 && c->ke == c->k0 + c->pe[-1] && !c->dense &&
                        !c->shuffled;
-    return {c->rows(), empty ? -1 : MESSY, c->p0, c->pe, c->k0, c->ke, c->kc,
+    return {c->rows(), c->cols, empty ? -1 : MESSY, c->p0, c->pe, c->k0, c->ke, c->kc,
             c->v0 + (c->ke - c->k0)};
   }
 
@@ -1201,7 +1197,7 @@ template <class V, class I> struct csr_writer {
     }
   }
 
-  csr_writer_row<V, I> operator[](i64 k) { return {this, k}; }
+  matrix_row<csr_writer> operator[](i64 k) { return {this, k}; }
   i64 rows() const { return at.n; }
   void expect(i64 entries) {
     sync(c, at);
@@ -1213,11 +1209,11 @@ template <class V, class I> struct csr_writer {
     cursors& a = at;
     const i64 row = a.pe - a.p0 - 1;
     if (k != row) {  // the next row, after a clean one: it starts here
-      if (k != row + 1 || k >= a.n || a.last == MESSY || j > TOP || j < 0 || is_zero(v) ||
-          a.ke == a.kc)
+      if (k != row + 1 || k >= a.n || a.last == MESSY || std::uint64_t(j) >= std::uint64_t(a.cols) ||
+          is_zero(v) || a.ke == a.kc)
         return slow(k, j, v, true);
       *a.pe++ = a.ke - a.k0;
-    } else if (j <= a.last || j > TOP || is_zero(v) || a.ke == a.kc) {
+    } else if (j <= a.last || j >= a.cols || is_zero(v) || a.ke == a.kc) {
       return slow(k, j, v, a.last != MESSY && j > a.last);
     }
     *a.ve++ = v;
@@ -1226,11 +1222,14 @@ template <class V, class I> struct csr_writer {
   }
 
   void slow(i64 k, i64 j, V v, bool clean) {  // (clean: csr::add appends to a row that is,
-    sync(c, at);                               // or starts one; v and the row decide)
-    at = added(c, k, j, v, clean);
+    at = added(c, at, k, j, v, clean);         // or starts one; v and the row decide)
   }
 
-  static cursors added(csr<V, I>* c, i64 k, i64 j, V v, bool clean) {
+  // (out of line, and given the cursors rather than the writer: the writer's address
+  // escapes nowhere, so its cursors may stay in registers)
+  __attribute__((noinline)) static cursors added(csr<V, I>* c, cursors a, i64 k, i64 j, V v,
+                                                 bool clean) {
+    sync(c, a);
     c->add(k, j, v);
     cursors b = load(c);
     if (clean && j >= 0 && !is_zero(v) && !c->dense && !c->shuffled) b.last = j;
@@ -1246,14 +1245,6 @@ template <class V, class I> struct csr_writer {
 
 template <class V, class I> csr_writer<V, I> writer(csr<V, I>& x) { return csr_writer<V, I>(x); }
 template <class V, class I> void prune(csr_writer<V, I>& w) { w.finish(); }
-template <class V, class I> void prune(const csr_writer_row<V, I>&) {}
-
-template <class V, class I>
-void add_into(const csr_writer_entry<V, I>& e, typename same<V>::type v) { e += v; }
-
-template <class V, class I> void add_into(const csr_writer_row<V, I>& a, const dict<V>& b) {
-  for (const auto& [k, v] : b) a[k] += v;
-}
 
 template <class V, class I> void prune(csr<V, I>& x) { x.finish(); }
 
@@ -1335,7 +1326,7 @@ template <int L> struct local<dense_ref<L>> {
 
 template <class V, class I> struct local<csr<V, I>> {  // rows of its own, appended after
   csr<V, I> d;                                        // the others'
-  explicit local(const csr<V, I>& x) : d(x.rows()) {}
+  explicit local(const csr<V, I>& x) : d(x.rows(), x.bounded ? x.cols : -1) {}
   csr<V, I>& get() { return d; }
   void into(csr<V, I>& dest) {  // (this chunk's rows all come after the destination's)
     d.end_row();
@@ -1774,28 +1765,31 @@ template <class F> i64 by_width(i64 w, F&& f) {  // an index array's integers: 3
 
 // The result's buffers, then its release (one definition per shared object).
 extern "C" {
-sdql::i64 sdql_output_buffer(const sdql::output* o, sdql::i64 k, const void** data) {
-  const auto n = sdql::i64(o->index.size());
-  if (k == o->moved) {
-    *data = o->narrow.data();
-    return sdql::i64(o->narrow.size());
+// Its first n buffers (index buffers, then the leaf values): their data and counts, in
+// one call; it returns which index buffers hold 32-bit ints, bit k for buffer k (the
+// others are 64-bit).
+sdql::i64 sdql_output_buffers(const sdql::output* o, sdql::i64 n, const void** data,
+                              sdql::i64* counts) {
+  const auto layers = sdql::i64(o->index.size());
+  for (sdql::i64 k = 0; k < n; k++) {
+    if (k == o->moved) {
+      data[k] = o->narrow.data();
+      counts[k] = sdql::i64(o->narrow.size());
+    } else if (k < layers) {
+      data[k] = o->index[std::size_t(k)].data();
+      counts[k] = sdql::i64(o->index[std::size_t(k)].size());
+    } else if (!o->ints.empty()) {  // the leaf values: int (and bool) or real
+      data[k] = o->ints.data();
+      counts[k] = sdql::i64(o->ints.size());
+    } else {
+      data[k] = o->reals.data();
+      counts[k] = sdql::i64(o->reals.size());
+    }
   }
-  if (k < n) {
-    *data = o->index[std::size_t(k)].data();
-    return sdql::i64(o->index[std::size_t(k)].size());
-  }
-  if (!o->ints.empty()) {  // the leaf values: int (and bool) or real
-    *data = o->ints.data();
-    return sdql::i64(o->ints.size());
-  }
-  *data = o->reals.data();
-  return sdql::i64(o->reals.size());
+  return o->narrowed;
 }
 
 void sdql_output_free(sdql::output* o) { sdql::outputs.give(o); }
-
-// Which index buffers hold 32-bit ints: bit k for buffer k (the others are 64-bit).
-sdql::i64 sdql_output_narrowed(const sdql::output* o) { return o->narrowed; }
 
 sdql::i64 sdql_check_compressed(const void* pos, sdql::i64 pos_w, const void* idx, sdql::i64 idx_w,
                                 const double* val, sdql::i64 n_outer, sdql::i64 n_inner,

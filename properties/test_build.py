@@ -450,7 +450,7 @@ def test_a_buffer_handed_back_is_read_in_place_and_owned(
     freed: list[object] = []
     owner = N.Output(freed.append)
     owner.handle.value = 1  # a handle to free
-    view = np.asarray(N._View(owner, data.ctypes.data, n, dtype))
+    view = np.asarray(N._View(owner, data.ctypes.data, n, np.dtype(dtype)))
     assert view.dtype == dtype and view.shape == (n,) and np.array_equal(view, data)
     data[0] += 1
     assert view[0] == data[0]  # the same memory
@@ -484,9 +484,8 @@ def test_ctypes_declares_each_function_as_the_cpp_does(native: N.Native) -> None
     runtime = (Path(N.__file__).parent / "sdqlite_runtime.h").read_text()
     found = {**_prototypes(runtime), **_prototypes(native.kernel.source)}
     checks = inputs._checker()
-    declared = {native.kernel.entry: native.entry, "sdql_output_buffer": native.buffer,
+    declared = {native.kernel.entry: native.entry, "sdql_output_buffers": native.buffers,
                 "sdql_output_free": native.free, "sdql_outputs_live": native.live,
-                "sdql_output_narrowed": native.narrowed,
                 "sdql_check_compressed": checks.sdql_check_compressed,
                 "sdql_check_coo": checks.sdql_check_coo,
                 "sdql_not_finite": checks.sdql_not_finite,

@@ -327,7 +327,8 @@ def check_batch(batch: list[Case]) -> None:
         assert agree(got, want), (Path(built.source), k.name, got, want)
         assert stored_zero(got) is None, (Path(built.source), k.name, got)  # pruned
         if p.sizes:  # the sizes that compile computes: numpy, scipy or a value
-            auto = R.convert(out, k.result, t, p.sizes, p.bounds, "auto")
+            auto = R.convert(out, k.result, t, p.sizes, p.bounds, "auto",
+                             checked=k.dest == "rows")
             assert (same_entries(auto, want) if isinstance(auto, np.ndarray)
                     or sp.issparse(auto) else agree(auto, want)), (k.name, auto, want)
             if isinstance(auto, sp.csr_array) and auto.has_sorted_indices:

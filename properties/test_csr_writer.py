@@ -1,12 +1,13 @@
 """The CSR writer is the CSR it writes (``sdql::csr_writer``, codegen/sdqlite_runtime.h):
 for any sequence of updates ``result[k][j] += v`` with rows k in order (each row once,
-or not at all), keys j anywhere (repeated, descending, negative, past 2^22 where a row
-is no longer added up in a table, past the arrays' first capacity), values zero or not,
-the arrays a kernel hands back through the writer — its cursors copied, a clean row
-appended in place, everything else through ``csr::add`` — are those ``csr::add`` writes
-alone, bit for bit, with 32-bit and 64-bit keys, of reals and of integers (whose sums
-are checked); and an update of a row outside the result (of none, too: n = 0), or of a
-row before the current one, fails as it does there.
+or not at all), keys j anywhere in the columns (repeated, descending, past 2^22 where a
+row is no longer added up in a table, past the arrays' first capacity, up to the
+largest), values zero or not, the arrays a kernel hands back through the writer — its
+cursors copied, a clean row appended in place, everything else through ``csr::add`` —
+are those ``csr::add`` writes alone, bit for bit, with 32-bit and 64-bit keys, of reals
+and of integers (whose sums are checked); and an update of a row outside the result (of
+none, too: n = 0), of a row before the current one, or of a key outside the columns
+(negative, or the column count), fails as it does there.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _kernel(name: str, keys: str, through_writer: bool, value: str) -> Kernel:
               "    const auto K = sdql::flat<sdql::i64>(data, lens, next);\n"
               "    const auto J = sdql::flat<sdql::i64>(data, lens, next);\n"
               f"    const auto V = sdql::flat<{value}>(data, lens, next);\n"
-              f"    {csr} result{{lens[next]}};\n    {write}\n"
+              f"    {csr} result{{lens[next], lens[next + 1]}};\n    {write}\n"
               "    return sdql::encode(result);\n  });\n}\n")
     t = REAL if value == "double" else INT
     inputs = (("K", DictT(INT, dense=True)), ("J", DictT(INT, dense=True)),
@@ -61,69 +62,94 @@ def _natives() -> dict[tuple[str, bool, str], N.Native]:
     return {key: N.Native(built, k) for key, k in kernels.items()}
 
 
+Case = tuple[int, Updates, bool, int]  # rows, updates, 32-bit keys, columns
+
+
 @st.composite
-def updates(draw: Draw) -> tuple[int, Updates, bool]:
+def updates(draw: Draw) -> Case:
     """Rows in order, each a run of updates: keys ascending (a clean row), or from a
-    small range with repeats, or far apart and negative; values zero among them; now
-    and then a last update of a row outside (n, or a row before)."""
+    small range with repeats, or far apart up to the last column; values zero among
+    them; now and then an update of a key outside the columns, or a last update of a
+    row outside (n, or a row before)."""
     n = draw(st.integers(0, 6))
     narrow = draw(st.booleans())
+    # the columns: a few (a row added up in a table reaches past them), many (32-bit
+    # keys: up to the largest, 2^31 - 1), or not known (-1: any key, or any 32-bit one)
+    m = draw(st.sampled_from([7, 61, 2**31 if narrow else 2**40 + 1, -1]))
+    top = m if m >= 0 else 2**31 if narrow else 2**40 + 1  # (the keys drawn are below it)
     rows = sorted(draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=n, unique=True)))
     out: Updates = []
     for k in rows:
         kind = draw(st.sampled_from(["ascending", "small", "far"]))
         size = draw(st.integers(1, 40))
         if kind == "ascending":
-            keys = sorted(draw(st.lists(st.integers(0, 60), min_size=size, max_size=size,
-                                        unique=True)))
+            keys = sorted(draw(st.lists(st.integers(0, min(60, top - 1)), min_size=1,
+                                        max_size=size, unique=True)))
         elif kind == "small":
-            keys = draw(st.lists(st.integers(0, 8), min_size=size, max_size=size))
-        else:
-            big = 2**31 - 1 if narrow else 2**40
-            keys = draw(st.lists(st.sampled_from([-3, 0, 5, 2**22 + 1, big]), min_size=1,
+            keys = draw(st.lists(st.integers(0, min(8, top - 1)), min_size=size,
                                  max_size=size))
+        else:
+            keys = draw(st.lists(st.sampled_from(sorted({0, 5 % top, min(2**22 + 1, top - 1),
+                                                          top - 1})), min_size=1,
+                                 max_size=size))
+        if draw(st.integers(0, 9)) == 0:  # (outside, where the columns are known)
+            keys.insert(draw(st.integers(0, len(keys))), draw(st.sampled_from([-3, top])))
         values = st.sampled_from([0.0, 1.0, -1.0, 0.5, 2.0])
         out += [(k, j, draw(values)) for j in keys]
     if draw(st.integers(0, 9)) == 0:
         out.append((draw(st.sampled_from([n, max(0, n - 2)])), 0, 1.0))
-    return n, out, narrow
+    return n, out, narrow, m
 
 
-def _run(n: int, ups: Updates, narrow: bool, writer: bool, ints: bool = False) -> object:
+def _run(n: int, ups: Updates, narrow: bool, m: int, writer: bool, ints: bool = False
+         ) -> object:
     native = _natives()[(", std::int32_t" if narrow else "", writer,
                          "sdql::i64" if ints else "double")]
     k, j, v = (np.array([u[i] for u in ups], dtype=dt)
                for i, dt in enumerate((np.int64, np.int64, np.int64 if ints else np.float64)))
     try:
-        return [a.copy() for a in native([[k], [j], [v]], n)]
+        return [a.copy() for a in native([[k], [j], [v]], (n, m))]
     except (CodegenError, EvalError) as err:
         return err.message
 
 
 @given(updates())
-@example((3, [(0, 1, 0.0), (0, 2, 1.0), (1, 0, 1.0), (2, 5, 1.0)], True)).via(
+@example((3, [(0, 1, 0.0), (0, 2, 1.0), (1, 0, 1.0), (2, 5, 1.0)], True, 2**31)).via(
     "a zero appended to a clean row: the row is not clean, its zero pruned")
-@example((2, [(0, 1, 1.0), (0, 1, 1.0), (1, 0, 1.0)], False)).via(
+@example((2, [(0, 1, 1.0), (0, 1, 1.0), (1, 0, 1.0)], False, 2**40 + 1)).via(
     "a key repeated: added into the last, not appended")
-@example((3, [(0, 0, 1.0), (2, 0, 1.0), (3, 0, 1.0)], True)).via(
+@example((3, [(0, 0, 1.0), (2, 0, 1.0), (3, 0, 1.0)], True, 2**31)).via(
     "a row skipped, then a row outside the result")
-@example((2, [(1, 0, 1.0), (0, 0, 1.0)], True)).via("a row before the current one")
-@example((0, [(0, 0, 1.0)], True)).via(
+@example((2, [(1, 0, 1.0), (0, 0, 1.0)], True, 2**31)).via("a row before the current one")
+@example((0, [(0, 0, 1.0)], True, 2**31)).via(
     "a result of no rows: row 0 was written, not refused (a review found it; it predates "
     "the writer: csr began in row 0 whatever its size)")
-@example((2, [(0, j, 1.0) for j in range(16)] + [(1, 0, 1.0)], False)).via(
+@example((2, [(0, j, 1.0) for j in range(16)] + [(1, 0, 1.0)], False, 2**40 + 1)).via(
     "a row's first key when the arrays are full (room for 16)")
-@example((2, [(0, 2**22 + 1, 1.0), (0, 3, 1.0), (1, 0, 1.0)], False)).via(
+@example((2, [(0, 2**22 + 1, 1.0), (0, 3, 1.0), (1, 0, 1.0)], False, 2**40 + 1)).via(
     "a clean row with a key past 2^22, then a smaller one: not added up in the table")
-def test_the_writer_writes_what_csr_add_writes(case: tuple[int, Updates, bool]) -> None:
-    n, ups, narrow = case
+@example((1, [(0, 5, 1.0), (0, 1, 1.0), (0, 6, 1.0), (0, 7, 1.0)], False, 7)).via(
+    "a row added up in its table, then a key past the columns but inside the table: "
+    "refused (csr::add took it before it checked every key)")
+@example((2, [(0, 3, 1.0), (1, 2**31, 1.0)], True, 2**31)).via(
+    "a row's first key the column count: refused (the fast path's own test)")
+@example((1, [(0, 3, 1.0), (0, 2**40 + 1, 1.0)], False, 2**40 + 1)).via(
+    "a key of a clean row the column count: refused (the fast path's own test)")
+@example((2, [(0, 1, 1.0), (1, -3, 1.0)], False, 2**40 + 1)).via(
+    "a row's first key negative: refused")
+@example((2, [(0, 1, 1.0), (0, -3, 1.0), (1, -3, 1.0), (1, 2**40 + 1, 1.0)], False, -1)).via(
+    "the columns not known: negative and large keys taken (the column check's first "
+    "version refused them: test_codegen's negative keys)")
+def test_the_writer_writes_what_csr_add_writes(case: Case) -> None:
+    n, ups, narrow, m = case
     ints = sum(k + j for k, j, _ in ups) % 2 == 1  # (integers for some: scaled to 2^62)
     if ints:
         ups = [(k, j, int(v * 2**61)) for k, j, v in ups]
-    want, got = _run(n, ups, narrow, False, ints), _run(n, ups, narrow, True, ints)
-    outside = any(k >= n for k, _, _ in ups) or any(
-        b[0] < a[0] for a, b in pairwise(ups))
-    assert isinstance(want, str) or not outside, (n, ups)  # a row outside fails
+    want, got = _run(n, ups, narrow, m, False, ints), _run(n, ups, narrow, m, True, ints)
+    bound = m if m >= 0 else 2**31 if narrow else None
+    outside = any(k >= n or (bound is not None and not 0 <= j < bound) for k, j, _ in ups) \
+        or any(b[0] < a[0] for a, b in pairwise(ups))
+    assert isinstance(want, str) or not outside, (n, ups)  # a row or key outside fails
     if isinstance(want, str) or isinstance(got, str):
         assert got == want
         return

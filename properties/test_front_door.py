@@ -996,7 +996,7 @@ def _loaded(pid: int, cache: Path) -> bool:
 SHIFT = "V : {int -> real}\nsum(<i, a> in V) {i -> a + 1.0}"
 
 
-@pytest.mark.parametrize("where", ["entry", "buffer"])
+@pytest.mark.parametrize("where", ["entry", "buffers"])
 def test_ctrl_c_after_the_kernel_returns_leaks_nothing(
         where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """``KeyboardInterrupt`` landing after the kernel has returned a large result and

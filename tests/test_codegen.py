@@ -287,7 +287,7 @@ def test_a_result_buffer_of_2_gib_or_more_is_read_back_whole() -> None:
     n = 2**28 + 1  # 2 GiB and 8 bytes; np.zeros leaves the untouched pages unallocated
     data = np.zeros(n, dtype=np.int64)
     data[0], data[-1] = 3, 7
-    read = np.asarray(_View(Output(print), data.ctypes.data, n, np.int64))
+    read = np.asarray(_View(Output(print), data.ctypes.data, n, np.dtype(np.int64)))
     assert read.shape == (n,) and read[0] == 3 and read[-1] == 7
     assert read[n // 2] == 0
 
@@ -419,6 +419,35 @@ def test_a_csr_result_s_columns_are_32_bit_where_its_size_allows(columns: int, w
     assert got.indices.dtype == got.indptr.dtype == width
     assert got.indices.tolist() == [0, columns - 1] and got.data.tolist() == [2.0, 3.0]
     assert got.indptr.tolist() == [0, 1, 1, 2]
+
+
+@pytest.mark.parametrize(("src", "written"), [
+    ("V1 : {dense_int[n] -> real}\nsum(<i, a> in V1) {i -> {i -> a}}", "sdql::writer("),
+    ("A : {int[m] -> {int[n] -> real}}\nsum(<i, r> in A) sum(<j, v> in r) "
+     "sum(<k, w> in r) {j -> {k -> v * w}}", "sdql::by_key("),
+])
+def test_a_csr_result_s_keys_are_checked_as_the_kernel_writes_them(
+        monkeypatch: pytest.MonkeyPatch, src: str, written: str) -> None:
+    """A matrix written as CSR rows (``sdql::csr``, in key order through its writer or by
+    key) is not looked at again by Python: the kernel checks each column key against the
+    size it was given.  Were the sizes wrong (planted: one column fewer given to the
+    kernel), the call says so rather than hand back a matrix with a key outside its
+    shape."""
+    f = sdqlite.compile(src)
+    data: dict[str, Any] = ({"V1": np.arange(1.0, 6.0)} if "V1" in src else
+                            {"A": sp.csr_array(np.eye(5) + np.eye(5, k=1))})
+    assert written in f.cpp(data)
+    got: Any = f(**data)
+    assert isinstance(got, sp.csr_array) and got.shape == (5, 5)
+    allocate = results.allocate
+
+    def one_column_fewer(dest: Any, t: Any, sizes: Any, bounds: Any) -> Any:
+        rows, cols = allocate(dest, t, sizes, bounds)
+        return rows, cols - 1
+
+    monkeypatch.setattr(results, "allocate", one_column_fewer)
+    with pytest.raises(CodegenError, match="wrote key 4 outside the result's size"):
+        f(**data)
 
 
 def test_a_column_key_that_does_not_fit_32_bits_is_never_wrapped(
