@@ -933,9 +933,10 @@ template <class V, class I> struct csr {
 
   void add(i64 k, i64 j, V v) {  // result[k][j] += v
     if (pe - p0 - 1 != k) start(k);  // (then neither dense nor with entries)
+    // (the table holds keys below cols only: a key found inside it needs no check)
+    if (dense && std::uint64_t(j) < std::uint64_t(ws.size())) return touch(j, v);
     if (bounded && std::uint64_t(j) >= std::uint64_t(cols)) fail(OUTSIDE, -1, double(j));
     if (dense) {
-      if (std::uint64_t(j) < std::uint64_t(ws.size())) return touch(j, v);
       if (std::uint64_t(j) < std::uint64_t(row<V>::SPREAD)) {
         grow(j + 1);
         return touch(j, v);
@@ -1025,9 +1026,10 @@ template <class V, class I> struct csr {
     for (I* i = kr; i < end; i++) touch(*i, v0[i - k0]);  // (each key back in its place)
   }
 
-  void grow(i64 top) {  // the table holds keys below top at least (doubled, up to SPREAD)
-    if (top <= i64(ws.size())) return;
-    const auto n = std::size_t(std::min(row<V>::SPREAD, std::max<i64>(top, 2 * i64(ws.size()))));
+  void grow(i64 top) {  // the table holds keys below top at least (doubled, up to SPREAD
+    if (top <= i64(ws.size())) return;  // and the columns)
+    const auto n = std::size_t(std::min({row<V>::SPREAD, std::max<i64>(top, 2 * i64(ws.size())),
+                                         bounded ? cols : INT64_MAX}));
     ws.resize(n, V{});
     bits.resize((n + 63) / 64, 0);
     summary.resize((n + 4095) / 4096, 0);
@@ -1158,12 +1160,14 @@ template <class M> void add_into(const matrix_row<M>& a, const dict<typename M::
 // so they can stay in registers (GCC still spills some: VVA's kernel).  A row is
 // *clean* while its keys came in ascending order, each once, none zero: it then ends as it
 // is (no sort, no pruning), and the next row starts by writing the row pointers up to it.
-// Anything else — a key not above the last, a zero, a full array, a row out of order or
-// outside — goes to csr::add with the cursors written back, and they are read again after.
+// Anything else — a key not above the last or outside the columns, a zero, a full array,
+// a row out of order or outside — goes to csr::add with the cursors written back, and
+// they are read again after.
 template <class V, class I> struct csr_writer {
   using value = V;
-  // `last` of a row that is not clean (no key written here is as large: a key in
-  // [0, cols) is, and the csr's cols is at most it; any other goes to csr::add)
+  // `last` of a row that is not clean (no key the fast path takes is as large: it takes
+  // keys in [0, cols), and cols is at most it; csr::add may take INT64_MAX, and the row
+  // is then not clean, rightly)
   static constexpr i64 MESSY = INT64_MAX;
   struct cursors {  // (read from the csr again after each of its own adds; the current
     i64 n, cols, last;  // row is pe - p0 - 1)

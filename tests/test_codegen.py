@@ -421,19 +421,22 @@ def test_a_csr_result_s_columns_are_32_bit_where_its_size_allows(columns: int, w
     assert got.indptr.tolist() == [0, 1, 1, 2]
 
 
-@pytest.mark.parametrize(("src", "written"), [
-    ("V1 : {dense_int[n] -> real}\nsum(<i, a> in V1) {i -> {i -> a}}", "sdql::writer("),
+@pytest.mark.parametrize(("src", "written", "threads"), [
+    ("V1 : {dense_int[n] -> real}\nsum(<i, a> in V1) {i -> {i -> a}}", "sdql::writer(", 1),
     ("A : {int[m] -> {int[n] -> real}}\nsum(<i, r> in A) sum(<j, v> in r) "
-     "sum(<k, w> in r) {j -> {k -> v * w}}", "sdql::by_key("),
+     "sum(<k, w> in r) {j -> {k -> v * w}}", "sdql::by_key(", 1),
+    ("A : {int[m] -> {int[n] -> real}}\nsum(<i, r> in A) sum(<j, v> in r) "
+     "sum(<k, w> in r) {j -> {k -> v * w}}", "sdql::by_key(", 2),
 ])
 def test_a_csr_result_s_keys_are_checked_as_the_kernel_writes_them(
-        monkeypatch: pytest.MonkeyPatch, src: str, written: str) -> None:
+        monkeypatch: pytest.MonkeyPatch, src: str, written: str, threads: int) -> None:
     """A matrix written as CSR rows (``sdql::csr``, in key order through its writer or by
-    key) is not looked at again by Python: the kernel checks each column key against the
-    size it was given.  Were the sizes wrong (planted: one column fewer given to the
-    kernel), the call says so rather than hand back a matrix with a key outside its
-    shape."""
-    f = sdqlite.compile(src)
+    key, on one thread or in two chunks, each a csr of its own) is not looked at again by
+    Python: the kernel checks each column key against the size it was given.  Were the
+    sizes wrong (planted: one column fewer given to the kernel than the matrix has), the
+    call says so: the key in the last column is outside what the kernel was given."""
+    monkeypatch.setattr(api, "PARALLEL_FROM", 0)  # (two chunks however small the data)
+    f = sdqlite.compile(src, threads=threads)
     data: dict[str, Any] = ({"V1": np.arange(1.0, 6.0)} if "V1" in src else
                             {"A": sp.csr_array(np.eye(5) + np.eye(5, k=1))})
     assert written in f.cpp(data)
