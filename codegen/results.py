@@ -124,17 +124,23 @@ INT32_SHAPE = 2**31 - 1
 def allocate(dest: Dest, t: Type, sizes: list[Size], bounds: Mapping[str, int]) -> Any:
     """What the kernel's destination needs from the caller: a zeroed array, a size; for
     ``rows``, its rows and its columns (-1 where no size bounds them; else the kernel
-    checks every key against them, as ``convert`` would)."""
+    checks every key against them: ``convert`` hands the arrays to scipy unlooked-at
+    only with that same bound)."""
     match dest:
         case "dense":
             return np.zeros(shape(dest, t, sizes, bounds))
         case "vec":
             return bounds[str(sizes[0])]
-        case "rows":
-            cols = (None if len(sizes) < 2 or sizes[1] is None else
-                    0 if sizes[1] == NO_KEYS else bounds.get(sizes[1]))
+        case "rows":  # (a matrix: a size a layer)
+            cols = bound(sizes[1], bounds)
             return bounds[str(sizes[0])], -1 if cols is None else cols
     return None
+
+
+def bound(s: Size, bounds: Mapping[str, int]) -> int | None:
+    """How many keys a layer of size ``s`` has room for with these data: none for a
+    layer that holds no keys, unknown (None) where no size bounds it."""
+    return 0 if s == NO_KEYS else bounds.get(s) if s is not None else None
 
 
 def filled(low: Lowered, depth: int) -> bool:
@@ -254,8 +260,7 @@ def convert(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
         return value
     if output == "auto":
         layers = D.layers(t)
-        shape = [0 if s == NO_KEYS else bounds.get(s) if s is not None else None
-                 for s in sizes]
+        shape = [bound(s, bounds) for s in sizes]
         if all(layer.dense for layer in layers):
             arr = D.to_numpy(bufs, t)
             if arr is not None:
