@@ -75,6 +75,7 @@ sanitize: setup
 	  properties/test_csr_writer.py tests/test_codegen.py::test_rows_in_key_order_go_through_the_writer_fast_or_not \
 	  'tests/test_codegen.py::test_rows_by_key_add_as_the_rows_loop_does[int32]' \
 	  tests/test_codegen.py::test_a_csr_result_s_columns_are_32_bit_where_its_size_allows \
+	  tests/test_codegen.py::test_a_csr_result_s_row_pointers_are_narrowed_a_block_at_a_time \
 	  tests/test_codegen.py::test_a_csr_result_s_keys_are_checked_as_the_kernel_writes_them \
 	  tests/test_codegen.py::test_a_bounded_accumulator_is_a_workspace_and_a_key_that_came_twice_counts_once \
 	  tests/test_codegen.py::test_a_row_added_up_in_the_table_until_a_key_beyond_it \

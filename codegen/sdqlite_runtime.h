@@ -842,6 +842,22 @@ template <class M> struct matrix_row {
   matrix_entry<M> operator[](i64 j) const { return {m, k, j}; }
 };
 
+// The n 64-bit ints at p as 32-bit ones, in the first half of their bytes: a block at a
+// time through a copy, which the compiler vectorizes.  (Entry by entry, each 4-byte store
+// may overlap a later 8-byte load for all the compiler knows: 1.2 ns an entry, VVA's 10^5
+// row pointers 117 us.  A block's 32-bit copy ends before the next block's 64-bit ints
+// start: its 4 KiB of them start at byte 8 * 512 * b, it goes to byte 4 * 512 * b.)
+inline void narrow_in_place(i64* p, i64 n) {
+  constexpr i64 B = 512;
+  auto* bytes = reinterpret_cast<unsigned char*>(p);
+  std::int32_t copy[B];
+  for (i64 b = 0; b < n; b += B) {
+    const i64 m = std::min(B, n - b);
+    for (i64 i = 0; i < m; i++) copy[i] = std::int32_t(p[b + i]);
+    std::memcpy(bytes + 4 * b, copy, std::size_t(4 * m));
+  }
+}
+
 // A matrix's CSR arrays, written row by row; its column keys of type I (32 bits where
 // the result's columns are known to fit: a third less to write than 64-bit ones).  A key
 // outside the rows or the columns the sizes analysis gave the result fails OUTSIDE (the
@@ -923,6 +939,7 @@ template <class V, class I> struct csr {
   matrix_row<csr> operator[](i64 k) { return {this, k}; }
 
   i64 rows() const { return pn - p0 - 1; }
+  i64 rows_begun() const { return pe - p0; }  // (the current row is the last of them)
 
   // Room for about `entries` entries in all, if that is more than there is: the arrays
   // then grow without a copy.  (A guess: beyond 2^27 entries they grow as they fill.)
@@ -1095,11 +1112,7 @@ template <class V, class I> struct csr {
     val.resize(std::size_t(top));
     if constexpr (!std::is_same_v<I, i64>) {  // 32-bit row pointers too, as scipy's, where
       if (top <= INT32_MAX) {                 // the entries allow: narrowed in place
-        auto* bytes = reinterpret_cast<unsigned char*>(p0);
-        for (i64* p = p0; p < pn; p++) {  // (entry i's 4 bytes end before entry i + 1's 8)
-          const auto x = std::int32_t(*p);
-          std::memcpy(bytes + 4 * (p - p0), &x, 4);
-        }
+        narrow_in_place(p0, pn - p0);
         o->narrowed |= 1 << 2;
       }
     }
@@ -1156,8 +1169,10 @@ template <class M> void add_into(const matrix_row<M>& a, const dict<typename M::
 }
 
 // A csr's cursors, copied into a kernel that writes its rows in key order (``writer``;
-// codegen/emit.py): a local that escapes nowhere (its row and entry proxies are inlined),
-// so they can stay in registers (GCC still spills some: VVA's kernel).  A row is
+// codegen/emit.py): a local that escapes nowhere (its row and entry proxies are inlined,
+// and the slow path takes them member by member), so they stay in registers: counts over
+// the arrays' starts, fewer than pointers (GCC spilled VVA's: its rows 1.3-1.5 -> 1.1 ns each,
+// and a row not clean has no row of its own here, which spares a test a row).  A row is
 // *clean* while its keys came in ascending order, each once, none zero: it then ends as it
 // is (no sort, no pruning), and the next row starts by writing the row pointers up to it.
 // Anything else — a key not above the last or outside the columns, a zero, a full array,
@@ -1169,11 +1184,13 @@ template <class V, class I> struct csr_writer {
   // keys in [0, cols), and cols is at most it; csr::add may take INT64_MAX, and the row
   // is then not clean, rightly)
   static constexpr i64 MESSY = INT64_MAX;
-  struct cursors {  // (read from the csr again after each of its own adds; the current
-    i64 n, cols, last;  // row is pe - p0 - 1)
-    i64 *p0, *pe;
-    I *k0, *ke, *kc;
-    V* ve;
+  static constexpr i64 NO_ROW = -2;  // `row` while the current row is not clean
+  struct cursors {  // (read from the csr again after each of its own adds)
+    i64 n, cols, last;
+    i64 row, e, cap;  // the current row, the entries written, room for them
+    i64* p0;
+    I* k0;
+    V* v0;
   };
   csr<V, I>* c;  // (null once the rows are finished)
   cursors at;
@@ -1188,17 +1205,19 @@ template <class V, class I> struct csr_writer {
   static cursors load(const csr<V, I>* c) {  // the csr's; its current row clean if empty
     const bool empty = c->pe > c->p0 && c->ke == c->k0 + c->pe[-1] && !c->dense &&
                        !c->shuffled;
-    return {c->rows(), c->cols, empty ? -1 : MESSY, c->p0, c->pe, c->k0, c->ke, c->kc,
-            c->v0 + (c->ke - c->k0)};
+    return {c->rows(), c->cols, empty ? -1 : MESSY, empty ? c->pe - c->p0 - 1 : NO_ROW,
+            c->ke - c->k0, c->kc - c->k0, c->p0, c->k0, c->v0};
   }
 
-  static void sync(csr<V, I>* c, const cursors& a) {  // back (a clean row as csr::add
-    c->pe = a.pe;                                     // leaves one)
-    c->ke = a.ke;
-    if (a.last != MESSY) {  // (neither shuffled nor in the table: it was not when it was
-      c->kr = c->km = a.k0 + a.pe[-1];  // found clean, and the next rows start so)
-      c->small = a.last < sdql::row<V>::SPREAD;
-    }
+  // The cursors back, a clean row as csr::add leaves one (neither shuffled nor in the
+  // table: it was not when found clean, and the next rows start so); nothing while a row
+  // is not clean, which only csr::add has written since the cursors were read.
+  static void sync(csr<V, I>* c, const cursors& a) {
+    if (a.row == NO_ROW) return;
+    c->pe = a.p0 + a.row + 1;
+    c->ke = a.k0 + a.e;
+    c->kr = c->km = a.k0 + a.p0[a.row];
+    c->small = a.last < sdql::row<V>::SPREAD;
   }
 
   matrix_row<csr_writer> operator[](i64 k) { return {this, k}; }
@@ -1211,33 +1230,35 @@ template <class V, class I> struct csr_writer {
 
   void add(i64 k, i64 j, V v) {  // result[k][j] += v
     cursors& a = at;
-    const i64 row = a.pe - a.p0 - 1;
-    if (k != row) {  // the next row, after a clean one: it starts here
-      if (k != row + 1 || k >= a.n || a.last == MESSY || std::uint64_t(j) >= std::uint64_t(a.cols) ||
-          is_zero(v) || a.ke == a.kc)
+    if (k != a.row) {  // the next row, after a clean one: it starts here (NO_ROW + 1 is
+      if (k != a.row + 1 || std::uint64_t(k) >= std::uint64_t(a.n) ||  // none: -1 >= n)
+          std::uint64_t(j) >= std::uint64_t(a.cols) || is_zero(v) || a.e == a.cap)
         return slow(k, j, v, true);
-      *a.pe++ = a.ke - a.k0;
-    } else if (j <= a.last || j >= a.cols || is_zero(v) || a.ke == a.kc) {
+      a.p0[++a.row] = a.e;
+    } else if (j <= a.last || j >= a.cols || is_zero(v) || a.e == a.cap) {
       return slow(k, j, v, a.last != MESSY && j > a.last);
     }
-    *a.ve++ = v;
-    *a.ke++ = I(j);
+    a.v0[a.e] = v;
+    a.k0[a.e++] = I(j);
     a.last = j;
   }
 
-  void slow(i64 k, i64 j, V v, bool clean) {  // (clean: csr::add appends to a row that is,
-    at = added(c, at, k, j, v, clean);         // or starts one; v and the row decide)
+  // (clean: csr::add appends to a row that is, or starts one; v and the row decide.  The
+  // cursors go back and come again member by member: to the compiler they are scalars,
+  // which no store of an entry may change, not a struct whose address escapes)
+  void slow(i64 k, i64 j, V v, bool clean) {
+    if (at.row == NO_ROW) clean = clean && k != c->rows_begun() - 1;  // (its own row: not)
+    sync(c, at);
+    added(c, k, j, v);
+    at = load(c);
+    if (clean && j >= 0 && !is_zero(v) && !c->dense && !c->shuffled) {
+      at.last = j;
+      at.row = c->rows_begun() - 1;
+    }
   }
 
-  // (out of line, and given the cursors rather than the writer: the writer's address
-  // escapes nowhere, so its cursors may stay in registers)
-  __attribute__((noinline)) static cursors added(csr<V, I>* c, cursors a, i64 k, i64 j, V v,
-                                                 bool clean) {
-    sync(c, a);
+  __attribute__((noinline)) static void added(csr<V, I>* c, i64 k, i64 j, V v) {
     c->add(k, j, v);
-    cursors b = load(c);
-    if (clean && j >= 0 && !is_zero(v) && !c->dense && !c->shuffled) b.last = j;
-    return b;
   }
 
   void finish() {

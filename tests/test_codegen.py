@@ -421,6 +421,25 @@ def test_a_csr_result_s_columns_are_32_bit_where_its_size_allows(columns: int, w
     assert got.indptr.tolist() == [0, 1, 1, 2]
 
 
+@pytest.mark.parametrize("rows", [1, 510, 511, 512, 1023, 1537])
+def test_a_csr_result_s_row_pointers_are_narrowed_a_block_at_a_time(rows: int) -> None:
+    """A CSR result's row pointers, written as 64-bit ints, are narrowed to 32 bits in
+    place 512 at a time (``sdql::narrow_in_place``): with a block's end before, at and
+    after the last pointer, and over several blocks, they are scipy's own (some rows
+    empty; columns too many for a dense result)."""
+    rng = np.random.default_rng(rows)
+    entries = rng.integers(0, 3, rows)
+    a = sp.csr_array((rng.uniform(1, 2, entries.sum()),
+                      (np.repeat(np.arange(rows), entries), rng.integers(0, 2**30, entries.sum()))),
+                     shape=(rows, 2**30))
+    a.sum_duplicates()
+    f = sdqlite.compile(COPY)
+    assert "sdql::csr<double, std::int32_t> result" in f.cpp({"A": a})
+    got: Any = f(A=a)
+    assert got.indptr.dtype == np.int32 and got.indptr.tolist() == a.indptr.tolist()
+    assert got.indices.tolist() == a.indices.tolist() and got.data.tolist() == a.data.tolist()
+
+
 @pytest.mark.parametrize(("src", "written", "threads"), [
     ("V1 : {dense_int[n] -> real}\nsum(<i, a> in V1) {i -> {i -> a}}", "sdql::writer(", 1),
     ("A : {int[m] -> {int[n] -> real}}\nsum(<i, r> in A) sum(<j, v> in r) "
