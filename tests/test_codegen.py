@@ -421,6 +421,50 @@ def test_a_csr_result_s_columns_are_32_bit_where_its_size_allows(columns: int, w
     assert got.indptr.tolist() == [0, 1, 1, 2]
 
 
+def test_a_matrix_result_whose_rows_hold_no_keys_has_no_columns() -> None:
+    """A matrix result whose rows are each the zero dictionary (their layer's size is
+    NO_KEYS: ``results.bound`` reads it as 0 columns) comes back as scipy's empty n × 0
+    matrix, not as one of a column it never had."""
+    src = "V : {dense_int[n] -> real}\nsum(<i, a> in V) {i -> zero[{int -> real}]}"
+    got: Any = sdqlite.compile(src)(V=np.arange(1.0, 5.0))
+    assert isinstance(got, sp.csr_array) and got.shape == (4, 0) and got.nnz == 0
+
+
+def test_sparse_rows_keys_are_checked_against_the_size_before_scipy_reads_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A matrix result of sparse rows (``sdql::row``: rows out of order, not written as
+    CSR, so no kernel checked their keys) has its column keys checked against its size
+    before scipy is handed its arrays.  Were the sizes wrong (planted: one column fewer
+    than the keys reach; a size given to columns whose keys start at -1), the result is
+    still right: the value itself, as a dict, not a scipy matrix holding a key outside
+    its shape."""
+    src = "A : {int[m] -> {int[n] -> real}}\nsum(<i, r> in A) sum(<j, v> in r) {j -> {i -> v}}"
+    f = sdqlite.compile(src, formats={"A": "dict"})
+    a = sp.csr_array(np.arange(1.0, 13.0).reshape(3, 4))
+    assert "sdql::vec<sdql::row<double>> result" in f.cpp({"A": a})
+    got: Any = f(A=a)
+    assert isinstance(got, sp.csr_array) and np.array_equal(got.toarray(), a.toarray().T)
+    bound = results.bound
+
+    def one_column_fewer(s: Any, bounds: Any) -> int | None:
+        n = bound(s, bounds)
+        return n - 1 if s == "m" and n is not None else n
+
+    monkeypatch.setattr(results, "bound", one_column_fewer)
+    assert f(A=a) == sdqlite.evaluate(src, A=a)
+    monkeypatch.setattr(results, "bound", bound)
+    below = src.replace("{i -> v}", "{i - 1 -> v}")  # (columns of no size: a dict)
+    g = sdqlite.compile(below, formats={"A": "dict"})
+    convert = results.convert
+
+    def sized(bufs: Any, stored: Any, t: Any, sizes: Any, bounds: Any, output: Any,
+              checked: bool = False) -> Any:
+        return convert(bufs, stored, t, [sizes[0], "m"], bounds, output, checked)
+
+    monkeypatch.setattr(results, "convert", sized)
+    assert g(A=a) == sdqlite.evaluate(below, A=a)
+
+
 @pytest.mark.parametrize("rows", [1, 510, 511, 512, 1023, 1537])
 def test_a_csr_result_s_row_pointers_are_narrowed_a_block_at_a_time(rows: int) -> None:
     """A CSR result's row pointers, written as 64-bit ints, are narrowed to 32 bits in
