@@ -1184,7 +1184,8 @@ template <class V, class I> struct csr_writer {
   // keys in [0, cols), and cols is at most it; csr::add may take INT64_MAX, and the row
   // is then not clean, rightly)
   static constexpr i64 MESSY = INT64_MAX;
-  static constexpr i64 NO_ROW = -2;  // `row` while the current row is not clean
+  static constexpr i64 NO_ROW = -2;  // `row` while the current row is not clean (and
+                                     // `last` is MESSY: the two go together)
   struct cursors {  // (read from the csr again after each of its own adds)
     i64 n, cols, last;
     i64 row, e, cap;  // the current row, the entries written, room for them
@@ -1205,7 +1206,7 @@ template <class V, class I> struct csr_writer {
   static cursors load(const csr<V, I>* c) {  // the csr's; its current row clean if empty
     const bool empty = c->pe > c->p0 && c->ke == c->k0 + c->pe[-1] && !c->dense &&
                        !c->shuffled;
-    return {c->rows(), c->cols, empty ? -1 : MESSY, empty ? c->pe - c->p0 - 1 : NO_ROW,
+    return {c->rows(), c->cols, empty ? -1 : MESSY, empty ? c->rows_begun() - 1 : NO_ROW,
             c->ke - c->k0, c->kc - c->k0, c->p0, c->k0, c->v0};
   }
 
@@ -1236,7 +1237,7 @@ template <class V, class I> struct csr_writer {
         return slow(k, j, v, true);
       a.p0[++a.row] = a.e;
     } else if (j <= a.last || j >= a.cols || is_zero(v) || a.e == a.cap) {
-      return slow(k, j, v, a.last != MESSY && j > a.last);
+      return slow(k, j, v, j > a.last);  // (never for a row not clean: last is MESSY)
     }
     a.v0[a.e] = v;
     a.k0[a.e++] = I(j);
