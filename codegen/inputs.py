@@ -493,7 +493,7 @@ def _affordable(nbytes: int, what: str) -> None:
 def _checker() -> Any:
     """The runtime's checks (and its dense-to-CSR conversion), from a shared object of the
     runtime alone (built once)."""
-    lib = build(translation_unit([])).library
+    lib = build(translation_unit([], door=True)).library
     args: list[Any] = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                        ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                        ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]

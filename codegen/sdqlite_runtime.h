@@ -1817,6 +1817,10 @@ sdql::i64 sdql_output_buffers(const sdql::output* o, sdql::i64 n, const void** d
 
 void sdql_output_free(sdql::output* o) { sdql::outputs.give(o); }
 
+// The front door's checks and conversion (codegen/inputs.py), in the object of the runtime
+// alone (SDQL_DOOR): a kernel's object does without their eight instantiations of each
+// check, which took 40% of a small kernel's build.
+#ifdef SDQL_DOOR
 sdql::i64 sdql_check_compressed(const void* pos, sdql::i64 pos_w, const void* idx, sdql::i64 idx_w,
                                 const double* val, sdql::i64 n_outer, sdql::i64 n_inner,
                                 sdql::i64 nnz, sdql::i64* facts, sdql::i64 threads,
@@ -1878,6 +1882,8 @@ sdql::i64 sdql_not_finite(const double* v, sdql::i64 n) {
   for (sdql::i64 i = 0; i < n; i++) bad += !(std::fabs(v[i]) <= std::numeric_limits<double>::max());
   return bad;
 }
+
+#endif  // SDQL_DOOR
 
 sdql::i64 sdql_outputs_live() {  // made and not yet freed by the caller (kept ones are free)
   std::lock_guard<std::mutex> lock(sdql::outputs.m);
