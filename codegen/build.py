@@ -7,9 +7,10 @@ run).  Objects are cached under the user's cache directory (``$SDQLITE_CACHE``, 
 ``$XDG_CACHE_HOME/sdqlite``, else ``~/.cache/sdqlite``), named by a hash of the source,
 the runtime header, the flags and the compiler; a build goes to a temporary file that is
 renamed into place (atomic), under a lock, so two processes compiling at once never load
-a half-written file.  Objects are loaded with ``ctypes``.  Whatever stops a build on this
-machine (a cache path that cannot hold files, a compiler that is missing, will not run or
-fails) is a `BuildError` naming the variable it came from.
+a half-written file.  Once the cache holds two objects, the runtime is precompiled
+(``_precompiled``) and later builds take it.  Objects are loaded with ``ctypes``.
+Whatever stops a build on this machine (a cache path that cannot hold files, a compiler
+that is missing, will not run or fails) is a `BuildError` naming the variable it came from.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import hashlib
+import itertools
 import os
 import shlex
 import shutil
@@ -32,6 +34,7 @@ from sdqlite.errors import BuildError
 
 HERE = Path(__file__).parent
 RUNTIME = HERE / "sdqlite_runtime.h"
+HEADERS = (RUNTIME, HERE / "sdqlite_door.h")  # what a generated file may include
 DEFAULT_FLAGS = "-O3 -march=native"
 #: always on: the language standard, a shared object, no fused multiply-add (the
 #: interpreter rounds a * b before adding it; contraction would round once), and no errno
@@ -146,7 +149,7 @@ class Built:
 
 def _key(source: str) -> str:
     cxx, opts = compiler(), flags()
-    runtime = RUNTIME.read_bytes()
+    runtime = b"".join(h.read_bytes() for h in HEADERS)
     return hashlib.sha256(b"\0".join([source.encode(), runtime, " ".join(opts).encode(),
                                       _identity(cxx, tuple(opts)).encode()])).hexdigest()[:24]
 
@@ -270,9 +273,21 @@ def _compile(cxx: str, opts: list[str], source: str, cpp: Path, so: Path, key: s
     tmp = so.with_suffix(f".so.{os.getpid()}")
     named = so.with_suffix(f".key.{os.getpid()}.cpp")  # the object says which key it is
     named.write_text(f'extern "C" const char* sdql_key() {{ return "{key}"; }}\n')
+    # (made once the cache holds two objects, such as the checks' and a kernel's: who builds
+    # one kernel does not wait for it)
+    pch = _precompiled(cxx, opts, so.parent) if f'#include "{RUNTIME.name}"' in source \
+        and len(list(itertools.islice(so.parent.glob("*.so"), 2))) == 2 else []
     try:
-        done = _run_guarded([cxx, *BASE_FLAGS, *opts, "-I", str(HERE), str(cpp), str(named),
-                             "-o", str(tmp)])
+        def run(pch: list[str]) -> subprocess.CompletedProcess[str]:
+            return _run_guarded([cxx, *BASE_FLAGS, *opts, *pch, "-I", str(HERE), str(cpp),
+                                 str(named), "-o", str(tmp)])
+        done = run(pch)
+        if pch and done.returncode != 0:  # the precompiled header's fault if without it
+            done = run([])  # the build goes through: then it is made again next time
+            if done.returncode == 0:
+                shutil.rmtree(pch[-1], ignore_errors=True)
+        elif pch and str(Path(pch[-1]) / PCH) in done.stderr:  # passed over: made again
+            shutil.rmtree(pch[-1], ignore_errors=True)
     finally:  # (Ctrl-C too)
         named.unlink(missing_ok=True)
     if done.returncode != 0 or not tmp.exists():
@@ -282,6 +297,75 @@ def _compile(cxx: str, opts: list[str], source: str, cpp: Path, so: Path, key: s
     digest.write_text(_sha256(tmp))
     os.replace(digest, so.with_suffix(".sha256"))
     os.replace(tmp, so)  # atomic: a reader sees no object or a whole one
+
+
+#: the runtime precompiled by g++ (RUNTIME.gch), once per runtime, flags and compiler, in a
+#: directory of the cache that comes before the header's on the include path: g++ looks for
+#: HEADER.gch in each directory before HEADER, and takes it only if it was made with these
+#: flags (else it reads on; clang reads none).  A small kernel's build takes half the time
+#: (1.4 -> 0.7 s at -O3): the runtime and Boost are no longer parsed as text.
+PCH = RUNTIME.name + ".gch"
+_checked_pch: dict[Path, tuple[int, int, int, int]] = {}  # a sound one's inode, size, mtime, mode
+
+
+def _precompiled(cxx: str, opts: list[str], root: Path) -> list[str]:
+    """The options that put first on the include path a directory DIR holding the runtime
+    precompiled for these flags (made now, once, under a lock), DIR last; or none where it
+    cannot be had: the build then reads the header."""
+    key = hashlib.sha256(b"\0".join([RUNTIME.read_bytes(), " ".join(opts).encode(),
+                                     _identity(cxx, tuple(opts)).encode()])).hexdigest()[:24]
+    where = root / f"pch-{key}"
+    gch = where / PCH
+    try:
+        if not _sound_pch(gch):
+            with open(root / f"pch-{key}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not _sound_pch(gch):
+                    where.mkdir(exist_ok=True)
+                    for old in where.glob(f"{PCH}.*"):  # what a killed build left
+                        pid = old.name.rsplit(".", 1)[-1]
+                        if pid.isdigit() and not _alive(int(pid)):
+                            old.unlink(missing_ok=True)
+                    tmp = where / f"{PCH}.{os.getpid()}"
+                    done = _run_guarded([cxx, *(f for f in BASE_FLAGS if f != "-shared"),
+                                         *opts, "-x", "c++-header", str(RUNTIME), "-o", str(tmp)])
+                    if done.returncode != 0 or not tmp.is_file():
+                        tmp.unlink(missing_ok=True)
+                        return []
+                    (where / "sha256").write_text(_sha256(tmp))
+                    os.replace(tmp, gch)
+                    _checked_pch[gch] = _stamp(gch)
+    except OSError:
+        return []
+    return ["-Winvalid-pch", "-I", str(where)]  # (g++ names one it passes over)
+
+
+def _sound_pch(gch: Path) -> bool:
+    """Is ``gch`` a regular file with the hash its build recorded (checked once a process,
+    while it stays the same file)?  One that is not is removed: g++ given a pipe would wait
+    for ever, and given another runtime's header, build against it."""
+    try:
+        stamp = _stamp(gch)
+        if _checked_pch.get(gch) == stamp:
+            return True
+        if stat.S_ISREG(stamp[3]) and \
+                (gch.parent / "sha256").read_text().strip() == _sha256(gch):
+            _checked_pch[gch] = stamp
+            return True
+    except FileNotFoundError:
+        return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    if gch.is_dir() and not gch.is_symlink():
+        shutil.rmtree(gch, ignore_errors=True)
+    else:
+        gch.unlink(missing_ok=True)
+    return False
+
+
+def _stamp(path: Path) -> tuple[int, int, int, int]:
+    st = os.lstat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode
 
 
 def _compiler_failure(cxx: str, done: subprocess.CompletedProcess[str], cpp: Path) -> str:

@@ -35,6 +35,13 @@ and calling (``codegen/native.py``), DESIGN.md "Build and load".
    under way is left alone.  A process killed while it builds takes its compiler with
    it (the driver and the driver's own children), and the next build leaves no
    temporary behind.
+8. *A kernel is built with the runtime precompiled exactly when the precompiled runtime
+   is the one its build recorded*: once the cache holds two objects, the next build of a
+   file that includes the runtime makes it (``pch-KEY/``, its hash recorded beside it) and
+   builds against it; one replaced by another runtime's precompiled header is taken only
+   with its hash recorded; replaced, truncated or garbage (its hash rewritten to match), a
+   pipe in its place, its hash missing, the build gives the kernel's value, and a faulty
+   one is not used again.
 """
 
 from __future__ import annotations
@@ -481,7 +488,7 @@ def test_ctypes_declares_each_function_as_the_cpp_does(native: N.Native) -> None
     as C++ defines it: the same return type (a 64-bit length, not C's default int) and
     parameters of the same sizes (law 6)."""
     native = N.Native(native.built, native.kernel)  # declared here, not by the fixture
-    runtime = (Path(N.__file__).parent / "sdqlite_runtime.h").read_text()
+    runtime = "".join(h.read_text() for h in B.HEADERS)
     found = {**_prototypes(runtime), **_prototypes(native.kernel.source)}
     checks = inputs._checker()
     declared = {native.kernel.entry: native.entry, "sdql_output_buffers": native.buffers,
@@ -715,3 +722,106 @@ def test_a_build_killed_takes_its_compiler_with_it_and_the_next_build_cleans_up(
     (so,) = root.glob("*.so")
     assert sorted(p.name for p in root.iterdir()) == [so.stem + s for s in (
         ".cpp", ".lock", ".sha256", ".so")]
+
+
+# ---- 8. the runtime precompiled ----------------------------------------------------------
+
+#: a process that builds a file of the runtime and f() returning argv[1], and says f()'s
+#: value and whether the object has sdql_planted() (which only a planted runtime defines)
+BUILD_RT = """
+import sys
+from codegen import build as B
+from properties.test_build import call_f, runtime_source
+built = B.build(runtime_source(int(sys.argv[1])))
+print(call_f(built), hasattr(built.library, "sdql_planted"))
+"""
+PLANTED = 'extern "C" int sdql_planted() { return 1; }\n'
+
+
+def runtime_source(value: int) -> str:
+    """A kernel's translation unit: the runtime, then f() returning ``value``."""
+    return translation_unit([]) + c_source(value, "with the runtime")
+
+
+def _build_rt(root: Path, value: int) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", BUILD_RT, str(value)], capture_output=True,
+                          text=True, cwd=Path(__file__).resolve().parent.parent, timeout=300,
+                          env={**os.environ, "SDQLITE_CACHE": str(root),
+                               "SDQLITE_CXXFLAGS": "-O0"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split()
+
+
+def _plant(gch: Path) -> None:
+    """In ``gch``'s place, the runtime and sdql_planted() precompiled with its flags."""
+    with tempfile.TemporaryDirectory() as d:
+        header = Path(d) / B.RUNTIME.name
+        header.write_text(B.RUNTIME.read_text() + PLANTED)
+        subprocess.run([B.compiler(), *(f for f in B.BASE_FLAGS if f != "-shared"), "-O0",
+                        "-x", "c++-header", str(header), "-o", str(gch)],
+                       check=True, capture_output=True)
+
+
+def _seeded(root: Path) -> Path:
+    """The cache's runtime precompiled, made by its third object's build (the first two
+    read the header as text)."""
+    for value in (1, 2):
+        assert _build_rt(root, value) == [str(value), "False"]
+        assert not list(root.glob("pch-*"))
+    assert _build_rt(root, 3) == ["3", "False"]
+    (gch,) = root.glob(f"pch-*/{B.PCH}")
+    assert (gch.parent / "sha256").read_text() == B._sha256(gch)
+    return gch
+
+
+def test_a_cache_s_third_object_is_built_with_the_runtime_precompiled() -> None:
+    """Law 8: the precompiled runtime is taken (a planted one, its hash recorded, gives
+    its sdql_planted() to the next kernel), and only with its hash recorded (planted
+    without: removed, made again, and not taken)."""
+    with fresh_cache() as root:
+        gch = _seeded(root)
+        _plant(gch)
+        (gch.parent / "sha256").write_text(B._sha256(gch))
+        assert _build_rt(root, 4) == ["4", "True"]
+        _plant(gch)
+        (gch.parent / "sha256").write_text("0" * 64)
+        assert _build_rt(root, 5) == ["5", "False"]
+        assert (gch.parent / "sha256").read_text() == B._sha256(gch)
+        assert _build_rt(root, 6) == ["6", "False"]
+
+
+PCH_FAULTS = ["truncated, its hash rewritten", "garbage, its hash rewritten", "a pipe",
+              "no hash", "a directory"]
+
+
+@pytest.mark.parametrize("fault", PCH_FAULTS)
+def test_a_faulty_precompiled_runtime_is_not_used_again(fault: str) -> None:
+    """Law 8's faults: the build gives the kernel's value, and after it the cache holds a
+    sound precompiled runtime, not the faulty one, or none (g++ fails on a truncated one,
+    passes over garbage; reading a pipe's hash would block for ever: the timeout)."""
+    with fresh_cache() as root:
+        gch = _seeded(root)
+        digest = gch.parent / "sha256"
+        faulty = None  # what must not be there after
+        match fault:
+            case "truncated, its hash rewritten":
+                faulty = gch.read_bytes()[:gch.stat().st_size // 2]
+                gch.write_bytes(faulty)
+                digest.write_text(B._sha256(gch))
+            case "garbage, its hash rewritten":
+                faulty = b"garbage" * 1000
+                gch.write_bytes(faulty)
+                digest.write_text(B._sha256(gch))
+            case "a pipe":
+                gch.unlink()
+                os.mkfifo(gch)
+            case "no hash":
+                digest.unlink()
+            case _:
+                gch.unlink()
+                gch.mkdir()
+                _plant(gch / "planted.gch")  # (g++ takes any one in a directory so named)
+        assert _build_rt(root, 7) == ["7", "False"]
+        assert not gch.exists() or (gch.is_file() and digest.read_text() == B._sha256(gch)
+                                    and gch.read_bytes() != faulty)
+        assert _build_rt(root, 8) == ["8", "False"]
