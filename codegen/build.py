@@ -283,10 +283,11 @@ def _compile(cxx: str, opts: list[str], source: str, cpp: Path, so: Path, key: s
                                  str(named), "-o", str(tmp)])
         done = run(pch)
         if pch and done.returncode != 0:  # the precompiled header's fault if without it
-            done = run([])  # the build goes through: then it is made again next time
-            if done.returncode == 0:
-                shutil.rmtree(pch[-1], ignore_errors=True)
-        elif pch and str(Path(pch[-1]) / PCH) in done.stderr:  # passed over: made again
+            done = run([])
+            faulty = done.returncode == 0
+        else:  # or g++ passed it over
+            faulty = bool(pch) and str(Path(pch[-1]) / PCH) in done.stderr
+        if faulty:  # made again next time
             shutil.rmtree(pch[-1], ignore_errors=True)
     finally:  # (Ctrl-C too)
         named.unlink(missing_ok=True)
@@ -320,19 +321,20 @@ def _precompiled(cxx: str, opts: list[str], root: Path) -> list[str]:
         if not _sound_pch(gch):
             with open(root / f"pch-{key}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-                if not _sound_pch(gch):
+                made = _sound_pch(gch)  # (by another build, while this one waited)
+                if not made:
                     where.mkdir(exist_ok=True)
                     for old in where.glob(f"{PCH}.*"):  # what a killed build left
                         pid = old.name.rsplit(".", 1)[-1]
                         if pid.isdigit() and not _alive(int(pid)):
                             old.unlink(missing_ok=True)
                     tmp = where / f"{PCH}.{os.getpid()}"
-                    done = _run_guarded([cxx, *(f for f in BASE_FLAGS if f != "-shared"),
-                                         *opts, "-x", "c++-header", str(RUNTIME), "-o", str(tmp)])
-                    if done.returncode != 0 or not tmp.is_file():
+                    done = _run_guarded([cxx, *BASE_FLAGS, *opts, "-x", "c++-header",
+                                         str(RUNTIME), "-o", str(tmp)])
+                    if done.returncode != 0:
                         tmp.unlink(missing_ok=True)
                         return []
-                    (where / "sha256").write_text(_sha256(tmp))
+                    (where / "sha256").write_text(_sha256(tmp))  # (none written: OSError)
                     os.replace(tmp, gch)
                     _checked_pch[gch] = _stamp(gch)
     except OSError:
@@ -346,10 +348,9 @@ def _sound_pch(gch: Path) -> bool:
     for ever, and given another runtime's header, build against it."""
     try:
         stamp = _stamp(gch)
-        if _checked_pch.get(gch) == stamp:
-            return True
-        if stat.S_ISREG(stamp[3]) and \
-                (gch.parent / "sha256").read_text().strip() == _sha256(gch):
+        if _checked_pch.get(gch) == stamp or (
+                stat.S_ISREG(stamp[3])
+                and (gch.parent / "sha256").read_text().strip() == _sha256(gch)):
             _checked_pch[gch] = stamp
             return True
     except FileNotFoundError:
