@@ -41,7 +41,9 @@ and calling (``codegen/native.py``), DESIGN.md "Build and load".
    builds against it; one replaced by another runtime's precompiled header is taken only
    with its hash recorded; replaced, truncated or garbage (its hash rewritten to match), a
    pipe in its place, its hash missing, the build gives the kernel's value, and a faulty
-   one is not used again.
+   one is not used again.  It is made once (two builds at once: once, under the lock; a
+   failed making leaves nothing, and the kernel reads the header), its hash is read once
+   a process, and a kernel whose own code fails keeps it.
 """
 
 from __future__ import annotations
