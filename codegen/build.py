@@ -149,8 +149,12 @@ class Built:
 
 def _key(source: str) -> str:
     cxx, opts = compiler(), flags()
-    runtime = b"".join(h.read_bytes() for h in HEADERS)
-    return hashlib.sha256(b"\0".join([source.encode(), runtime, " ".join(opts).encode(),
+    return _digest([source.encode(), b"".join(h.read_bytes() for h in HEADERS)], cxx, opts)
+
+
+def _digest(data: list[bytes], cxx: str, opts: list[str]) -> str:
+    """A cache name for what an entry depends on: ``data``, the flags and the compiler."""
+    return hashlib.sha256(b"\0".join([*data, " ".join(opts).encode(),
                                       _identity(cxx, tuple(opts)).encode()])).hexdigest()[:24]
 
 
@@ -313,8 +317,7 @@ def _precompiled(cxx: str, opts: list[str], root: Path) -> list[str]:
     """The options that put first on the include path a directory DIR holding the runtime
     precompiled for these flags (made now, once, under a lock), DIR last; or none where it
     cannot be had: the build then reads the header."""
-    key = hashlib.sha256(b"\0".join([RUNTIME.read_bytes(), " ".join(opts).encode(),
-                                     _identity(cxx, tuple(opts)).encode()])).hexdigest()[:24]
+    key = _digest([RUNTIME.read_bytes()], cxx, opts)
     where = root / f"pch-{key}"
     gch = where / PCH
     try:
