@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROFILE ?= dev
 CXX    ?= g++
-SYSTEM_PACKAGES := python3-venv make g++ libboost1.81-dev libjs-mathjax
+SYSTEM_PACKAGES := python3-venv python3-dev make g++ libboost1.81-dev libjs-mathjax
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo )# (a fresh root machine has no sudo)
 SANITIZE_FLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -DSDQL_CHECKED
 TSAN_FLAGS      := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
@@ -23,6 +23,8 @@ check-system:
 	  { echo "no C++ compiler ($(CXX)): on Debian run '$(SUDO)apt-get install -y $(SYSTEM_PACKAGES)'"; exit 1; }
 	@echo '#include <boost/unordered/unordered_flat_map.hpp>' | $(CXX) -std=c++17 -x c++ -fsyntax-only - 2>/dev/null || \
 	  { echo "Boost >= 1.81 is missing (boost/unordered/unordered_flat_map.hpp): on Debian run '$(SUDO)apt-get install -y $(SYSTEM_PACKAGES)'"; exit 1; }
+	@$(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' || \
+	  { echo "Python's headers are missing (Python.h, for the compiled calls' fast path): on Debian run '$(SUDO)apt-get install -y $(SYSTEM_PACKAGES)'"; exit 1; }
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -80,7 +82,8 @@ sanitize: setup
 	  tests/test_codegen.py::test_a_bounded_accumulator_is_a_workspace_and_a_key_that_came_twice_counts_once \
 	  tests/test_codegen.py::test_a_row_added_up_in_the_table_until_a_key_beyond_it \
 	  tests/test_codegen.py::test_a_csr_matrix_is_checked_by_the_kernel_block_by_block_as_it_reads_it \
-	  properties/test_front_door.py::test_malformed_scipy_data_are_the_interpreters_error_or_value
+	  properties/test_front_door.py::test_malformed_scipy_data_are_the_interpreters_error_or_value \
+	  properties/test_fast_door.py
 	LD_PRELOAD="$$($(CXX) -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1 \
 	SDQLITE_CXXFLAGS="$(TSAN_FLAGS)" HYPOTHESIS_PROFILE=sanitize \
 	  $(BIN)/pytest -s -q -p no:cacheprovider -p no:xdist properties/test_cpp_agreement.py \

@@ -42,6 +42,7 @@ from typing import Any, get_args, overload
 import numpy as np
 
 from codegen import data as D
+from codegen import fast as F
 from codegen import inputs as I
 from codegen import plans
 from codegen import results as R
@@ -150,6 +151,8 @@ class Compiled:
     sized: dict[tuple[object, ...], dict[str, int]] = field(
         default_factory=dict)  # check_sizes': by the inputs' types, kinds and shapes
     doors: dict[tuple[object, ...], Door] = field(default_factory=dict)  # by signature
+    fast: tuple[F.Plan, ...] = ()  # the doors' plans for sdqlite_call.cpp (codegen/fast.py)
+    fast_call: Any = None
     decls: dict[str, Decl] = field(init=False)
     needed: frozenset[str] = field(init=False)  # the inputs a call needs
     order: list[str] = field(init=False)
@@ -194,6 +197,10 @@ class Compiled:
         """The result for these inputs: by name, or by position in declaration order.
         Data of a signature seen before (``I.signature``) go through its ``Door``."""
         given = bind(self.program, args, inputs) if args else inputs
+        if self.fast:  # (codegen/fast.py: a plan the data fit, else the door below)
+            got = self.fast_call(self.fast, given)
+            if got is not NotImplemented:
+                return got
         key = None
         if len(given) == len(self.order) and all(x in given for x in self.order):
             sigs = tuple(I.signature(given[x]) for x in self.order)
@@ -207,10 +214,14 @@ class Compiled:
         result = self.run(self.build(spec), bufs, bounds)
         if key is not None:
             lowering = self.lowering(parsed, spec.formats)
-            self.doors[key] = Door(tuple((x, a.type, a.kind, self.decls[x].type
-                                          if x in self.decls else None)
-                                         for x, a in parsed.items()),
-                                   bounds, lowering, spec, _flat_elements(lowering, bufs))
+            door = Door(tuple((x, a.type, a.kind, self.decls[x].type if x in self.decls
+                               else None) for x, a in parsed.items()),
+                        bounds, lowering, spec, _flat_elements(lowering, bufs))
+            self.doors[key] = door
+            plan = F.plan(door, given, self.output, self.threads, PARALLEL_FROM) \
+                if len(self.fast) < F.PLANS and type(given) is dict else None
+            if plan is not None:
+                self.fast_call, self.fast = F.caller(), (*self.fast, plan)
         return result
 
     def invoke(self, args: Mapping[str, Arg]) -> tuple[Specialized, Any]:

@@ -147,9 +147,10 @@ class Built:
     cached: bool  # found in the cache rather than compiled now
 
 
-def _key(source: str) -> str:
+def _key(source: str, includes: tuple[str, ...] = ()) -> str:
     cxx, opts = compiler(), flags()
-    return _digest([source.encode(), b"".join(h.read_bytes() for h in HEADERS)], cxx, opts)
+    return _digest([source.encode(), b"".join(h.read_bytes() for h in HEADERS),
+                    *(d.encode() for d in includes)], cxx, opts)
 
 
 def _digest(data: list[bytes], cxx: str, opts: list[str]) -> str:
@@ -166,8 +167,9 @@ def cached(source: str) -> bool:
         return False
 
 
-def build(source: str) -> Built:
-    """Compile ``source`` (a translation unit including the runtime) and load it.
+def build(source: str, includes: tuple[str, ...] = ()) -> Built:
+    """Compile ``source`` (a translation unit including the runtime) and load it;
+    ``includes``: directories searched for headers besides the runtime's (Python's).
 
     What is loaded is checked first: the object must be a regular file whose hash is the
     one its build recorded (``KEY.sha256``), and it must say its own key (``sdql_key``,
@@ -175,7 +177,7 @@ def build(source: str) -> Built:
     kernel's object, a pipe — is removed and built again, never loaded: dlopen of a
     truncated object ended the process with a bus error, of a pipe blocked for ever."""
     cxx, opts = compiler(), flags()
-    key = _key(source)
+    key = _key(source, includes)
     root, origin = cache_dir()
     cpp, so = root / f"{key}.cpp", root / f"{key}.so"
     try:
@@ -186,7 +188,7 @@ def build(source: str) -> Built:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time; others then find it
                 if not _sound(so, key):
                     _clean(root, key)
-                    _compile(cxx, opts, source, cpp, so, key)
+                    _compile(cxx, opts, source, cpp, so, key, includes)
     except OSError as err:  # the cache cannot hold files: a file, /proc, too long a name
         what = err.filename if isinstance(err.filename, str) else str(root)
         raise BuildError(f"{origin}: cannot create {_shown(what)}: "
@@ -270,7 +272,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _compile(cxx: str, opts: list[str], source: str, cpp: Path, so: Path, key: str) -> None:
+def _compile(cxx: str, opts: list[str], source: str, cpp: Path, so: Path, key: str,
+             includes: tuple[str, ...] = ()) -> None:
     tmp_cpp = cpp.with_suffix(f".cpp.{os.getpid()}")
     tmp_cpp.write_text(source, encoding="utf-8")
     os.replace(tmp_cpp, cpp)
@@ -283,8 +286,9 @@ def _compile(cxx: str, opts: list[str], source: str, cpp: Path, so: Path, key: s
         and len(list(itertools.islice(so.parent.glob("*.so"), 2))) == 2 else []
     try:
         def run(pch: list[str]) -> subprocess.CompletedProcess[str]:
-            return _run_guarded([cxx, *BASE_FLAGS, *opts, *pch, "-I", str(HERE), str(cpp),
-                                 str(named), "-o", str(tmp)])
+            return _run_guarded([cxx, *BASE_FLAGS, *opts, *pch, "-I", str(HERE),
+                                 *(f"-I{d}" for d in includes), str(cpp), str(named), "-o",
+                                 str(tmp)])
         done = run(pch)
         if pch and done.returncode != 0:  # the precompiled header's fault if without it
             done = run([])

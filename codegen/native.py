@@ -164,6 +164,10 @@ class Native:
             return [np.array([status.real], dtype=np.float64) if t == REAL else
                     np.array([status.integer], dtype=np.int64)]
         assert out is not None
+        return self.collect(out)
+
+    def collect(self, out: Output) -> Buffers:
+        """The buffers of a result handed back in ``out``, read without a copy."""
         n = self.count
         data, counts = (ctypes.c_void_p * n)(), (ctypes.c_int64 * n)()
         narrowed = self.buffers(out.handle, n, data, counts)

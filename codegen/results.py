@@ -235,6 +235,13 @@ def _csr_of_dense(array: Any) -> Any:
     return m
 
 
+def itself(t: Type, output: Output) -> bool:
+    """Is a dense destination's array, written in place, the result itself (not a matrix
+    of sparse layers, which comes back as scipy's)?"""
+    return output == "auto" and not (len(D.layers(t)) == 2 and
+                                     not all(lay.dense for lay in D.layers(t)))
+
+
 def convert(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
             bounds: Mapping[str, int], output: Output, checked: bool = False) -> Any:
     """The result as ``output`` asks: ``stored`` is how the buffers hold it (a dense
@@ -247,8 +254,7 @@ def convert(bufs: D.Buffers, stored: Type, t: Type, sizes: list[Size],
     if whole and len(bufs) == 1:  # written in place: the array itself
         array = bufs[0]
         if output == "auto":  # a matrix of sparse layers is scipy's (law 2), as below
-            sparse = len(D.layers(t)) == 2 and not all(lay.dense for lay in D.layers(t))
-            return _csr_of_dense(array) if sparse else array
+            return array if itself(t, output) else _csr_of_dense(array)
         where = np.nonzero(array)
         value: dict[int, Any] = {}
         for path, x in zip(zip(*(k.tolist() for k in where), strict=True),

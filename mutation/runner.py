@@ -58,7 +58,7 @@ TARGETS: tuple[str, ...] = (
     "sdqlite.opt.storel", "sdqlite.opt.saturation", "sdqlite.opt.egraph", "sdqlite.opt.extract",
     "semantics.values", "semantics.interp",
     "codegen.api", "codegen.inputs", "codegen.results", "codegen.build", "codegen.data",
-    "codegen.dps", "codegen.emit", "codegen.execute", "codegen.native",
+    "codegen.dps", "codegen.emit", "codegen.execute", "codegen.native", "codegen.fast",
 )
 SUITE = ("properties", "tests")
 PYTEST_ARGS = ["-q", "-s", "-p", "no:cacheprovider", "-W", "ignore"]

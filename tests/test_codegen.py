@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 import codegen.api as api
 import codegen.emit as emit
+import codegen.fast as fast
 import codegen.native as native
 import codegen.results as results
 import sdqlite
@@ -499,6 +500,7 @@ def test_a_csr_result_s_keys_are_checked_as_the_kernel_writes_them(
     sizes wrong (planted: one column fewer given to the kernel than the matrix has), the
     call says so: the key in the last column is outside what the kernel was given."""
     monkeypatch.setattr(api, "PARALLEL_FROM", 0)  # (two chunks however small the data)
+    monkeypatch.setattr(fast, "enabled", False)  # (a plan keeps the first call's sizes)
     f = sdqlite.compile(src, threads=threads)
     data: dict[str, Any] = ({"V1": np.arange(1.0, 6.0)} if "V1" in src else
                             {"A": sp.csr_array(np.eye(5) + np.eye(5, k=1))})
@@ -1047,6 +1049,7 @@ def test_the_checked_build_catches_a_workspace_key_outside(
     (``-DSDQL_CHECKED``, the sanitizer run's) reports the key rather than write past the
     array; with the size right, the same build gives the value."""
     monkeypatch.setenv("SDQLITE_CXXFLAGS", "-O0 -DSDQL_CHECKED")
+    monkeypatch.setattr(fast, "enabled", False)  # (the Python door's call is planted)
     a, b = _cancelling(12), np.ones((12, 2))
     f = sdqlite.compile(COLUMN_SUMS)
     assert "sdql::work<double> acc{" in f.cpp({"A": a, "B": b})
@@ -1156,6 +1159,9 @@ def test_a_csr_matrix_is_checked_by_the_kernel_block_by_block_as_it_reads_it(
     again, checked first: the value, or the error, of a first call (the door's check).
     On two threads each chunk of rows checks its own blocks."""
     monkeypatch.setattr(api, "PARALLEL_FROM", 0)  # (chunks however small the data)
+    # (the Python door's runs are counted: the fast path, which declines a kernel that
+    # stops to it, is test_fast_door.py's)
+    monkeypatch.setattr(fast, "enabled", False)
     x = np.linspace(1.0, 2.0, 40)
     f = sdqlite.compile(SMVM_ROWS, threads=threads)
     f(A=_late_damage("none"), X=x)  # (the first call: the door checks; its plan kept)
