@@ -13,8 +13,10 @@ answers what the door would (``properties/test_fast_door.py``).
 
 Plans are made for the common kinds of input only (the tables below): a C-contiguous
 float64 numpy array, a CSR matrix the kernel checks as it reads it (``Kernel.checks``), a
-COO vector, a Python float.  Where Python's headers are missing, or the extension does
-not build, every call takes the Python door.
+COO vector, a Python float; the extension checks a plan's shape as it reads it (a plan it
+cannot hold is declined, one made otherwise is a TypeError, never a crash).  Where
+Python's headers are missing, or the extension does not build, every call takes the
+Python door.
 """
 
 from __future__ import annotations
@@ -28,14 +30,14 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from codegen import data as D
 from codegen import results as R
 from codegen.build import build
-from codegen.native import Output, Status
+from codegen.native import Native, Output, Status
 from sdqlite.errors import BuildError
 from sdqlite.syntax.types import BOOL, INT, REAL, DictT, Type
 
@@ -50,8 +52,7 @@ FLAT = {NUMPY: ("len", "V"), CSR: ("len", "pos", "idx", "val"), COO: ("len", "ro
         FLOAT: ()}
 DESTS = {"value": 0, "dense": 1, "vec": 2, "rows": 3}
 BACK_REAL, BACK_INT, BACK_BOOL, ARRAY, HANDLE = range(5)  # what comes back
-FIELDS = 15  # a plan's fields
-MOST = 64  # buffers a call may take (sdqlite_call.cpp's MOST)
+FIELDS = 14  # a plan's fields
 PLANS = 8  # plans a compiled program keeps (each declined costs a little)
 
 #: plans are made (tests turn it off to compare with the Python door)
@@ -99,18 +100,16 @@ def plan(door: Any, given: Mapping[str, Any], output: R.Output, threads: int,
     call's data ``given`` (``output``, ``threads`` and ``parallel_from`` as
     ``Compiled.run`` has them); None for data of kinds the fast path does not take (the
     Python door takes them)."""
-    if not enabled:
+    call = caller() if enabled else None
+    if call is None:
         return None
-    call = caller()
     spec, low = door.spec, door.lowering
-    kernel, native = spec.kernel, spec.native
-    if call is None or native is None:
-        return None
+    kernel, native = spec.kernel, cast(Native, spec.native)
     names = tuple(x for x, *_ in door.inputs)
     index = {x: i for i, x in enumerate(names)}
     items = []
     for x, t, kind, _ in door.inputs:
-        item = _item(x, t, kind, given[x], low.formats[x].name, door.elements,
+        item = _item(t, kind, given[x], low.formats[x].name, door.elements,
                      low.flat.get(x, {}), x in kernel.checks)
         if item is None:
             return None
@@ -123,20 +122,15 @@ def plan(door: Any, given: Mapping[str, Any], output: R.Output, threads: int,
             if part not in FLAT[items[index[x]][0]]:
                 return None
             slots.append((index[x], PARTS[part], None))
-        elif name in index and items[index[name]][0] in (NUMPY, FLOAT):  # read whole
-            consts = _whole(given[name], t) if items[index[name]][0] == NUMPY else []
+        else:  # an input read whole (_item takes scipy data in their own formats only)
+            i = index[name]
+            consts = _whole(given[name], t) if items[i][0] == NUMPY else []
             if consts is None:
                 return None
-            slots += [(-1, CONST, c) for c in consts] + [(index[name], DATA, None)]
-        else:
-            return None
-    if 3 * len(items) + len(slots) + 2 > MOST:
-        return None
-    dest = kernel.dest
-    t = spec.result
+            slots += [(-1, CONST, c) for c in consts] + [(i, DATA, None)]
+    dest, t = kernel.dest, spec.result
+    handed = None
     if not isinstance(t, DictT):  # a number, in the status
-        if kernel.result != t:
-            return None
         back = {REAL: BACK_REAL, INT: BACK_INT, BOOL: BACK_BOOL}[t]
         finish = None
     elif dest == "dense":
@@ -145,46 +139,40 @@ def plan(door: Any, given: Mapping[str, Any], output: R.Output, threads: int,
     else:  # (sdqlite_call.cpp collects its buffers as Native.collect does)
         back = HANDLE
         finish = partial(_collected, spec, door.bounds, output)
-    count = native.count if back == HANDLE else 0
+        handed = (_address(native.buffers), native.count, native.leaf.num)
     shape = tuple(R.shape(dest, t, spec.sizes, door.bounds)) if dest == "dense" else \
         tuple(int(n) for n in R.allocate(dest, t, spec.sizes, door.bounds)) if dest == "rows" \
         else (int(R.allocate(dest, t, spec.sizes, door.bounds)),) if dest == "vec" else ()
-    checks = tuple(index[x] if x in index and items[index[x]][0] == CSR else -1
-                   for x in kernel.checks)
-    return (names, tuple(items), tuple(slots), (DESTS[dest], shape, count),
-            tuple(door.bounds[n] for n in kernel.work), checks, _address(native.entry), back,
-            finish, partial(Output, native.free), _address(native.buffers),
-            native.leaf.num if back == HANDLE else 0, threads, parallel_from,
-            threading.main_thread().ident)
+    return (names, tuple(items), tuple(slots), (DESTS[dest], shape),
+            tuple(door.bounds[n] for n in kernel.work), tuple(index[x] for x in kernel.checks),
+            _address(native.entry), back, finish, partial(Output, native.free), handed,
+            threads, parallel_from, threading.main_thread().ident)
 
 
 def _address(function: Any) -> int | None:
     return ctypes.cast(function, ctypes.c_void_p).value
 
 
-def _item(x: str, t: Type, kind: str, data: Any, fmt: str, elements: Mapping[str, str],
+def _item(t: Type, kind: str, data: Any, fmt: str, elements: Mapping[str, str],
           params: Mapping[str, str], checked: bool) -> tuple[Any, ...] | None:
-    """An input's kind, exact type, shape and index widths (bytes), as the plan holds
-    them; None where the fast path does not take it."""
+    """An input's kind, exact type and shape, and a sparse input's index widths (bytes),
+    as the plan holds them; None where the fast path does not take it."""
     width = {"std::int32_t": 4, "sdql::i64": 8}
     match kind:
-        case "value" if type(data) is float and t == REAL:
-            return (FLOAT, float, (), 0, 0)
-        case "numpy" if type(data) is np.ndarray and data.dtype == np.float64 and (
+        case "value" if type(data) is float:  # (a real: a float is read as one)
+            return (FLOAT, float, ())
+        case "numpy" if data.dtype == np.float64 and (
                 not params or (fmt == "dense" and data.ndim == 1)):
-            return (NUMPY, np.ndarray, tuple(data.shape), 0, 0)
+            return (NUMPY, np.ndarray, tuple(data.shape))  # (exactly: api.Door's signature)
         case "scipy" if data.dtype == np.float64 and data.format == "csr" and \
-                data.ndim == 2 and checked and fmt == "csr":
-            pos, idx = params.get("pos", ""), params.get("idx", "")
-            if pos not in elements or idx not in elements:
-                return None
-            return (CSR, type(data), tuple(data.shape), width[elements[pos]],
-                    width[elements[idx]])
+                data.ndim == 2 and checked and fmt == "csr":  # (it reads pos and idx)
+            return (CSR, type(data), tuple(data.shape), width[elements[params["pos"]]],
+                    width[elements[params["idx"]]])
         case "scipy" if data.dtype == np.float64 and data.format == "coo" and \
                 data.ndim == 1 and fmt == "coo":
-            row = params.get("row", "")  # (the width the kernel was built for, if it reads them)
-            keys = width[elements[row]] if row in elements else data.coords[0].dtype.itemsize
-            return (COO, type(data), tuple(data.shape), keys, 0) if keys in (4, 8) else None
+            read = [width[elements[n]] for p, n in params.items() if p == "row" and n in elements]
+            keys = read[0] if read else data.coords[0].dtype.itemsize  # (as built, if read)
+            return (COO, type(data), tuple(data.shape), keys) if keys in (4, 8) else None
     return None
 
 

@@ -26,11 +26,11 @@ enum Kind { NUMPY, CSR, COO, FLOAT };
 enum Part { LEN, POS, IDX, VAL, DATA, CONST };
 enum Dest { NONE, DENSE, VEC, ROWS };
 enum Back { REAL, INT, BOOL, ARRAY, HANDLE };
-enum Field { NAMES, ITEMS, SLOTS, DEST, WORK, CHECKS, ENTRY, BACK, FINISH, OUTPUT, BUFFERS,
-             LEAF, THREADS, PARALLEL_FROM, MAIN, FIELDS };
+enum Field { NAMES, ITEMS, SLOTS, DEST, WORK, CHECKS, ENTRY, BACK, FINISH, OUTPUT, HANDED,
+             THREADS, PARALLEL_FROM, MAIN, FIELDS };
 using buffers_fn = i64 (*)(const sdql::output*, i64, const void**, i64*);
 
-constexpr int MOST = 64;  // buffers a call takes (fast.py makes no plan for more)
+constexpr int MOST = 64;  // inputs, and buffers taken from them (a call of more is declined)
 
 // One input's arrays as read, and its numbers.
 struct input {
@@ -102,7 +102,7 @@ PyObject* attr(PyObject* obj, const char* name, PyObject*& owned) {
 }
 
 struct refs {  // new references, released when the call ends
-  PyObject* r[8] = {};
+  PyObject* r[4 * MOST + 4] = {};  // (at most 4 an input, 3 more)
   int n = 0;
   PyObject* keep(PyObject* o) {
     if (o) r[n++] = o;
@@ -113,13 +113,29 @@ struct refs {  // new references, released when the call ends
   }
 };
 
+// Which parts of an input of each kind the kernel may be given (fast.py's FLAT; DATA: a
+// float, or a numpy array read whole).
+bool takes(i64 kind, i64 part) {
+  switch (kind) {
+    case NUMPY: return part == LEN || part == DATA;
+    case CSR: return part == LEN || part == POS || part == IDX || part == VAL;
+    case COO: return part == LEN || part == IDX || part == VAL;
+    case FLOAT: return part == DATA;
+  }
+  return false;
+}
+
+PyObject* unplanned() {  // a plan fast.py did not make: a bug, said so, not a crash
+  PyErr_SetString(PyExc_TypeError, "a plan made otherwise than codegen/fast.py makes it");
+  return nullptr;
+}
+
 // Read input x of plan item `item` into `in`: false if it does not fit the plan or is not
 // plainly right.
 bool read(PyObject* x, PyObject* item, taken& t, refs& r, input& in) {
   const i64 kind = number(item, 0);
   PyObject* type = PyTuple_GET_ITEM(item, 1);
   PyObject* shape = PyTuple_GET_ITEM(item, 2);
-  const i64 wa = number(item, 3), wb = number(item, 4);  // index sizes in bytes
   switch (kind) {
     case FLOAT:  // api.Door: a float where a real is read (inputs.checked)
       if (!PyFloat_CheckExact(x)) return false;
@@ -147,7 +163,7 @@ bool read(PyObject* x, PyObject* item, taken& t, refs& r, input& in) {
         PyErr_Clear();
         return false;
       }
-      const i64 rows = number(shape, 0);
+      const i64 rows = number(shape, 0), wa = number(item, 3), wb = number(item, 4);
       Py_buffer *pos = t.take(pos_o, nullptr, 1), *idx = t.take(idx_o, nullptr, 1),
                 *val = t.take(val_o, nullptr, 1);
       if (!integer(pos, wa) || !integer(idx, wb) || !real(val) || count(pos) != rows + 1 ||
@@ -171,6 +187,7 @@ bool read(PyObject* x, PyObject* item, taken& t, refs& r, input& in) {
         PyErr_Clear();
         return false;
       }
+      const i64 wa = number(item, 3);
       Py_buffer *keys = t.take(PyTuple_GET_ITEM(coords, 0), nullptr, 1),
                 *val = t.take(val_o, nullptr, 1);
       if (!integer(keys, wa) || !real(val) || count(keys) != count(val)) return false;
@@ -191,12 +208,13 @@ bool read(PyObject* x, PyObject* item, taken& t, refs& r, input& in) {
 // The buffers of a result handed back in `out`, owned by `owner` (native.Output), as a
 // list of numpy arrays over them, each keeping the owner (native.Native.collect).
 PyObject* collect(PyObject* plan, PyObject* owner, const sdql::output* out) {
-  const auto buffers = reinterpret_cast<buffers_fn>(PyLong_AsVoidPtr(PyTuple_GET_ITEM(plan, BUFFERS)));
-  const int leaf = int(number(plan, LEAF));
+  PyObject* handed = PyTuple_GET_ITEM(plan, HANDED);  // (sdql_output_buffers, count, leaf)
+  const auto buffers = reinterpret_cast<buffers_fn>(PyLong_AsVoidPtr(PyTuple_GET_ITEM(handed, 0)));
+  const i64 n = number(handed, 1);
+  const int leaf = int(number(handed, 2));
   const void* data[MOST];
   i64 counts[MOST];
-  const i64 n = number(PyTuple_GET_ITEM(plan, DEST), 2);
-  if (n < 1 || n > MOST) Py_RETURN_NOTIMPLEMENTED;
+  if (n < 1 || n > MOST) return unplanned();
   const i64 narrowed = buffers(out, n, data, counts);
   PyObject* list = PyList_New(n);
   for (i64 k = 0; list && k < n; k++) {
@@ -239,13 +257,22 @@ PyObject* attempt(PyObject* plan, PyObject* given) {
   // workspaces' sizes, the column counts of the inputs it checks
   void* ptrs[3 * MOST];
   i64 lens[3 * MOST];
-  i64 cells[MOST];
+  i64 cells[3 * MOST];
   int m = 0;
   i64 work = 0;
   PyObject* slots = PyTuple_GET_ITEM(plan, SLOTS);
+  PyObject* dest = PyTuple_GET_ITEM(plan, DEST);
+  PyObject* shape = PyTuple_GET_ITEM(dest, 1);
+  PyObject* sizes = PyTuple_GET_ITEM(plan, WORK);
+  PyObject* checks = PyTuple_GET_ITEM(plan, CHECKS);
+  if (PyTuple_GET_SIZE(slots) + PyTuple_GET_SIZE(shape) + PyTuple_GET_SIZE(sizes) +
+          PyTuple_GET_SIZE(checks) > 3 * MOST)
+    Py_RETURN_NOTIMPLEMENTED;  // (more than a call here holds)
   for (Py_ssize_t s = 0; s < PyTuple_GET_SIZE(slots); s++) {
     PyObject* slot = PyTuple_GET_ITEM(slots, s);
     const i64 i = number(slot, 0), part = number(slot, 1);
+    if (!(part == CONST ? i == -1 : 0 <= i && i < k && takes(number(PyTuple_GET_ITEM(items, i), 0), part)))
+      return unplanned();
     const input& x = in[i < 0 ? 0 : i];
     switch (part) {
       case LEN:
@@ -267,8 +294,6 @@ PyObject* attempt(PyObject* plan, PyObject* given) {
     }
     work += lens[m++];
   }
-  PyObject* dest = PyTuple_GET_ITEM(plan, DEST);
-  PyObject* shape = PyTuple_GET_ITEM(dest, 1);
   PyObject* array = nullptr;  // a dense destination
   switch (number(dest, 0)) {
     case DENSE: {  // numpy's zeroed array, written in place
@@ -293,13 +318,12 @@ PyObject* attempt(PyObject* plan, PyObject* given) {
       ptrs[m] = nullptr, lens[m++] = number(shape, 1);
       break;
   }
-  PyObject* sizes = PyTuple_GET_ITEM(plan, WORK);
   for (Py_ssize_t s = 0; s < PyTuple_GET_SIZE(sizes); s++)
     ptrs[m] = nullptr, lens[m++] = number(sizes, s);
-  PyObject* checks = PyTuple_GET_ITEM(plan, CHECKS);
   for (Py_ssize_t s = 0; s < PyTuple_GET_SIZE(checks); s++) {
     const i64 i = number(checks, s);
-    ptrs[m] = nullptr, lens[m++] = i < 0 ? -1 : in[i].cols;
+    if (i < 0 || i >= k) return unplanned();
+    ptrs[m] = nullptr, lens[m++] = in[i].cols;  // (-1, not checked, for all but a CSR matrix)
   }
   // an output handle comes back in an Output made before the call (native.py: an interrupt
   // after it leaks nothing)
@@ -308,6 +332,8 @@ PyObject* attempt(PyObject* plan, PyObject* given) {
   sdql::output* none = nullptr;
   sdql::output** out = &none;
   if (back == HANDLE) {
+    PyObject* handed = PyTuple_GET_ITEM(plan, HANDED);
+    if (!PyTuple_CheckExact(handed) || PyTuple_GET_SIZE(handed) != 3) return unplanned();
     PyObject* handle;
     owner = r.keep(PyObject_CallNoArgs(PyTuple_GET_ITEM(plan, OUTPUT)));
     Py_buffer* v = owner && r.keep(attr(owner, "handle", handle))

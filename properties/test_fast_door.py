@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 import sdqlite
 from codegen import api
 from codegen import fast as F
+from codegen import results as R
 from sdqlite.errors import SDQLiteError
 
 pytestmark = pytest.mark.usefixtures("quick_builds")
@@ -61,6 +62,12 @@ PROGRAMS: dict[str, tuple[str, str | None, dict[str, str], Callable[[Any], dict[
                                      "x": r.uniform(-1, 1, N)}),
     "count": (f"V : {SVEC}\nsum(<i, a> in V) 1.0", None, {"V": "coo"},
               lambda r: {"V": _vector(r)}),
+    "outer": (f"V1 : {DVEC}\nV2 : {DVEC}\n"
+              "sum(<i, a> in V1) sum(<j, b> in V2) { i -> { j -> a * b } }", None, {},
+              lambda r: {"V1": r.uniform(-1, 1, N), "V2": r.uniform(-1, 1, N)}),
+    "matmul": (f"A : {MAT}\nB : {{dense_int[n] -> {{dense_int[p] -> real}}}}\n"
+               "sum(<i, r> in A) sum(<k, a> in r) sum(<j, b> in B(k)) { i -> { j -> a * b } }",
+               None, {"A": "csr"}, lambda r: {"A": _matrix(r), "B": r.uniform(-1, 1, (N, 3))}),
     "value": (f"V1 : {DVEC}\nV2 : {SVEC}\ns : real\ns * sum(<i, a> in V2) V1(i) * a", None,
               {"V2": "coo"}, lambda r: {"V1": r.uniform(-1, 1, N), "V2": _vector(r), "s": 2.0}),
 }
@@ -267,6 +274,7 @@ def _data(case: Case) -> dict[str, Any]:
 @example(Case("dot", 1, (("V1", "subclass", 0),))).via("a subclass of ndarray")
 @example(Case("scale", 1, (("s", "nan", 0),))).via("a number not finite")
 @example(Case("scale", 1, (("s", "numpy scalar", 0),))).via("a float's subclass")
+@example(Case("colsums", 1, (("A", "nan", 0),))).via("a matrix's value not finite")
 @example(Case("colsums", 1, (("A", "unsorted", 0),))).via("a row's keys out of order")
 @example(Case("colsums", 1, (("A", "repeated", 0),))).via("a row's key repeated")
 @example(Case("colsums", 1, (("A", "pointer", 0),))).via("a row pointer past the entries")
@@ -336,7 +344,7 @@ def test_a_program_keeps_a_plan_for_each_signature_up_to_a_bound() -> None:
         data = {"V1": np.ones(n), "V2": v2}
         for _ in range(2):
             assert np.array_equal(f(**data), v2.toarray())
-    assert len(f.fast) == F.PLANS
+    assert len(f.fast) == 8  # (F.PLANS)
     assert len(f.doors) == F.PLANS + 2
 
 
@@ -412,3 +420,98 @@ def test_a_kernel_that_fails_is_declined_and_an_interrupt_raised(
     with pytest.raises(KeyboardInterrupt):
         f.fast_call((plan,), data)
     assert calls == [1]
+
+
+def _one(keys: Any, vals: Any) -> Any:
+    return sp.coo_array((vals, (keys,)), shape=(N,))
+
+
+def _narrowed(v: Any) -> Any:
+    """v with 16-bit keys (scipy's constructor widens them: set after)."""
+    m = v.copy()
+    m.coords = (m.coords[0].astype(np.int16),)
+    return m
+
+
+_A: Any = _matrix(np.random.default_rng(7))
+_V = _one(np.array([1, 4]), np.array([1.0, 2.0]))
+_COLSUMS = PROGRAMS["colsums"][0]
+_DOT = PROGRAMS["dot"][0]
+
+#: first calls whose data the fast path does not take (``fast._item``, ``fast.plan``): no
+#: plan is made, and every call takes the Python door
+NO_PLAN: dict[str, tuple[str, str | None, dict[str, str], dict[str, Any]]] = {
+    "an int for a real": ("x : real\ny : real\nx * x * y", "x", {}, {"x": 2, "y": 3.0}),
+    "an array of ints": ("V : {dense_int[n] -> int}\nsum(<i, a> in V) a", None, {},
+                         {"V": np.arange(N)}),
+    "a CSC matrix": (_COLSUMS, "X", {}, {"A": sp.csc_array(_A), "X": np.ones(N)}),
+    "a CSR matrix of ints": (_COLSUMS, "X", {}, {"A": sp.csr_array(_A.astype(np.int64)),
+                                                 "X": np.ones(N)}),
+    "a CSR matrix laid out in coo": (_COLSUMS, "X", {"A": "coo"}, {"A": _A, "X": np.ones(N)}),
+    "a COO matrix": (_COLSUMS, "X", {"A": "coo"}, {"A": sp.coo_array(_A), "X": np.ones(N)}),
+    "a CSR matrix the kernel does not check": (
+        f"A : {MAT}\nX : {DVEC}\nsum(<i, r> in A) sum(<j, v> in r) sum(<k, w> in r) "
+        "{ j -> v * w * X(k) }", "X", {"A": "csr"}, {"A": _A, "X": np.ones(N)}),
+    "a vector of ints": (_DOT, "V1", {}, {"V1": np.ones(N), "V2": _one(np.array([1, 4]),
+                                                                      np.array([1, 2]))}),
+    "a vector laid out as a dict": (_DOT, "V1", {"V2": "dict"}, {"V1": np.ones(N), "V2": _V}),
+    "a vector's keys of 16 bits, not read": (
+        PROGRAMS["identity"][0], "V1", {"V2": "coo"},
+        {"V1": np.ones(N), "V2": _narrowed(_V)}),
+    "an array laid out in coo": (_DOT, "V1", {"V2": "coo"}, {"V1": np.ones(N),
+                                                              "V2": _V.toarray()}),
+    "an array of sparse layers read whole": (
+        PROGRAMS["lsq"][0], "x", {"A": "csr", "b": "dict"},
+        {"A": _A, "b": np.ones(N), "x": np.ones(N)}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NO_PLAN))
+def test_data_the_fast_path_does_not_take_make_no_plan(case: str) -> None:
+    source, wrt, formats, data = NO_PLAN[case]
+    f = sdqlite.compile(source, wrt=wrt, formats=formats)
+    F.enabled = False
+    try:
+        want = _outcome(sdqlite.compile(source, wrt=wrt, formats=formats), data)
+    finally:
+        F.enabled = True
+    for _ in range(2):
+        assert _same(_outcome(f, data), want)
+    assert f.doors and f.fast == ()
+
+
+def test_the_extension_is_loaded_once_and_not_built_without_python_s_headers(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    assert F.caller() is not None
+    monkeypatch.setattr(F, "_load", lambda: pytest.fail("loaded again"))
+    assert F.caller() is F.caller()
+    monkeypatch.undo()
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"include": str(tmp_path)})
+    monkeypatch.setattr(F, "build", lambda *a, **k: pytest.fail("built without Python.h"))
+    assert F._load() is None
+
+
+def test_a_dense_result_comes_back_as_the_array_the_kernel_wrote(
+        compiled: Pairs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No conversion in Python: the array numpy zeroed, written in place, is the result."""
+    fast, slow = compiled["dot"]
+    data = PROGRAMS["dot"][3](np.random.default_rng(9))
+    want = slow(**data)
+    monkeypatch.setattr(R, "convert", lambda *a, **k: pytest.fail("converted in Python"))
+    assert np.array_equal(fast(**data), want)
+
+
+def test_a_plan_made_otherwise_is_an_error_not_a_crash(compiled: Pairs) -> None:
+    """The extension checks each buffer's part against its input's kind, and an input's
+    index against the inputs: a plan that does not hold (a bug in fast.py) is a TypeError."""
+    f = compiled["scale"][0]
+    data = PROGRAMS["scale"][3](np.random.default_rng(5))
+    plan = f.fast[0]
+    slots = plan[2]
+    s_at = next(j for j, (i, part, _) in enumerate(slots) if part == F.DATA)
+    for wrong in [(s_at, (slots[s_at][0], F.PARTS["pos"], None)),
+                  (s_at, (7, F.DATA, None)), (s_at, (0, F.CONST, None))]:
+        bad = (*plan[:2], tuple(wrong[1] if j == wrong[0] else x for j, x in enumerate(slots)),
+               *plan[3:])
+        with pytest.raises(TypeError, match="a plan made otherwise"):
+            f.fast_call((bad,), data)
