@@ -83,7 +83,10 @@ sanitize: setup
 	  tests/test_codegen.py::test_a_row_added_up_in_the_table_until_a_key_beyond_it \
 	  tests/test_codegen.py::test_a_csr_matrix_is_checked_by_the_kernel_block_by_block_as_it_reads_it \
 	  properties/test_front_door.py::test_malformed_scipy_data_are_the_interpreters_error_or_value \
-	  properties/test_fast_door.py
+	  properties/test_fast_door.py::test_the_fast_path_answers_what_the_python_door_answers \
+	  properties/test_fast_door.py::test_data_not_plainly_right_are_declined_before_the_kernel_runs \
+	  properties/test_fast_door.py::test_a_kernel_that_fails_is_declined_and_an_interrupt_raised \
+	  properties/test_fast_door.py::test_a_plan_made_otherwise_is_an_error_not_a_crash
 	LD_PRELOAD="$$($(CXX) -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1 \
 	SDQLITE_CXXFLAGS="$(TSAN_FLAGS)" HYPOTHESIS_PROFILE=sanitize \
 	  $(BIN)/pytest -s -q -p no:cacheprovider -p no:xdist properties/test_cpp_agreement.py \

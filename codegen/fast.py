@@ -45,11 +45,10 @@ SOURCE = Path(__file__).parent / "sdqlite_call.cpp"
 
 # the tables of sdqlite_call.cpp, in its order
 NUMPY, CSR, COO, FLOAT = range(4)  # an input's kind
-PARTS = {"len": 0, "pos": 1, "idx": 2, "row": 2, "val": 3, "V": 4}  # a flat array's part
+#: a flat array's part (``inputs.flat_arrays``: numpy's len and V, CSR's len, pos, idx and
+#: val, COO's len, row and val; sdqlite_call.cpp's ``takes`` checks each against its kind)
+PARTS = {"len": 0, "pos": 1, "idx": 2, "row": 2, "val": 3, "V": 4}
 DATA, CONST = 4, 5  # an input read whole; an array of the plan's own
-#: the flat arrays of each kind (``inputs.flat_arrays``)
-FLAT = {NUMPY: ("len", "V"), CSR: ("len", "pos", "idx", "val"), COO: ("len", "row", "val"),
-        FLOAT: ()}
 DESTS = {"value": 0, "dense": 1, "vec": 2, "rows": 3}
 BACK_REAL, BACK_INT, BACK_BOOL, ARRAY, HANDLE = range(5)  # what comes back
 FIELDS = 14  # a plan's fields
@@ -117,10 +116,8 @@ def plan(door: Any, given: Mapping[str, Any], output: R.Output, threads: int,
     slots: list[tuple[int, int, Any]] = []
     owners = {name: (x, part) for x, params in low.flat.items() for part, name in params.items()}
     for name, t in low.inputs:
-        if name in owners:  # a flat array of an input in a format
+        if name in owners:  # a flat array of an input in the one format _item takes it in
             x, part = owners[name]
-            if part not in FLAT[items[index[x]][0]]:
-                return None
             slots.append((index[x], PARTS[part], None))
         else:  # an input read whole (_item takes scipy data in their own formats only)
             i = index[name]

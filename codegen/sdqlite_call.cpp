@@ -41,11 +41,20 @@ struct input {
   i64 cols = -1;  // a CSR matrix's columns, which the kernel checks its keys against
 };
 
+// An error set while references are let go is held aside meanwhile: a finalizer or the
+// cycle collector, run by the release, must not find it pending.
+struct held {
+  PyObject *type, *value, *trace;
+  held() { PyErr_Fetch(&type, &value, &trace); }
+  ~held() { PyErr_Restore(type, value, trace); }
+};
+
 // The buffers taken from Python objects, released when the call ends.
 struct taken {
   Py_buffer b[MOST];
   int n = 0;
   ~taken() {
+    held error;
     for (int i = 0; i < n; i++) PyBuffer_Release(&b[i]);
   }
   // obj's buffer, if obj is exactly of `type` (none: any type) and C-contiguous with
@@ -109,6 +118,7 @@ struct refs {  // new references, released when the call ends
     return o;
   }
   ~refs() {
+    held error;
     for (int i = 0; i < n; i++) Py_DECREF(r[i]);
   }
 };
@@ -369,7 +379,10 @@ PyObject* attempt(PyObject* plan, PyObject* given) {
   PyObject* finish = PyTuple_GET_ITEM(plan, FINISH);
   if (!got || finish == Py_None) return got;
   PyObject* done = PyObject_CallOneArg(finish, got);
-  Py_DECREF(got);
+  {
+    held error;
+    Py_DECREF(got);
+  }
   return done;
 }
 

@@ -189,8 +189,10 @@ def _damaged(x: Any, how: str, where: int) -> Any:
                 pos[-1] = len(vals) + 1 + where
             case "first":
                 pos[0] = 1
-            case "matrix":  # (the other class)
-                return sp.csr_array(x) if isinstance(x, sp.csr_matrix) else sp.csr_matrix(x)
+            case "matrix":  # (the other class; x may be damaged already: not converted)
+                m = (sp.csr_array if isinstance(x, sp.csr_matrix) else sp.csr_matrix)(x.shape)
+                m.indptr, m.indices, m.data = pos, idx, vals
+                return m
         m = type(x)(x.shape)
         m.indptr, m.indices, m.data = pos, idx, vals
         return m
@@ -461,8 +463,8 @@ NO_PLAN: dict[str, tuple[str, str | None, dict[str, str], dict[str, Any]]] = {
     "an array laid out in coo": (_DOT, "V1", {"V2": "coo"}, {"V1": np.ones(N),
                                                               "V2": _V.toarray()}),
     "an array of sparse layers read whole": (
-        PROGRAMS["lsq"][0], "x", {"A": "csr", "b": "dict"},
-        {"A": _A, "b": np.ones(N), "x": np.ones(N)}),
+        "b : {int[m] -> real}\nsum(<i, a> in b) a * a", "b", {"b": "dict"},
+        {"b": np.arange(1.0, N + 1.0)}),
 }
 
 
