@@ -1,8 +1,9 @@
 """The front door's fast path: a call with data of a signature seen before, made in C++.
 
-The Python door (``api.Door``) costs about 20 µs a call in Python: reading each input,
-its checks, its buffers, the ctypes call, the result.  For a small kernel that is most of
-the call (VVD at n = 10⁴: 30 µs against scipy's 4 µs).  So the first call of a signature
+The Python door (``api.Door``) costs about 30 µs a call in Python: reading each input,
+its checks, its buffers, the ctypes call, the result (``make bench``'s fixed cost of a
+scalar kernel: 32 µs; 2.1 µs through this path).  For a small kernel that is most of the
+call (scipy's VVD at n = 10⁴: 5 µs).  So the first call of a signature
 also writes a *plan* (``plan``): for each input its kind, type, shape and index widths;
 for each of the kernel's buffers, which part of which input it is; the destination; the
 entry point.  Later calls go to ``sdqlite_call.cpp`` (a Python extension built once, like
@@ -132,10 +133,10 @@ def plan(door: Any, given: Mapping[str, Any], output: R.Output, threads: int,
         finish = None
     elif dest == "dense":
         back = ARRAY
-        finish = None if R.itself(t, output) else partial(_converted, spec, door.bounds, output)
+        finish = None if R.itself(t, output) else partial(_finished, spec, door.bounds, output)
     else:  # (sdqlite_call.cpp collects its buffers as Native.collect does)
         back = HANDLE
-        finish = partial(_collected, spec, door.bounds, output)
+        finish = partial(_finished, spec, door.bounds, output)
         handed = (_address(native.buffers), native.count, native.leaf.num)
     shape = tuple(R.shape(dest, t, spec.sizes, door.bounds)) if dest == "dense" else \
         tuple(int(n) for n in R.allocate(dest, t, spec.sizes, door.bounds)) if dest == "rows" \
@@ -155,20 +156,17 @@ def _item(t: Type, kind: str, data: Any, fmt: str, elements: Mapping[str, str],
     """An input's kind, exact type and shape, and a sparse input's index widths (bytes),
     as the plan holds them; None where the fast path does not take it."""
     width = {"std::int32_t": 4, "sdql::i64": 8}
+    # (the door's signature has checked each input's dimensions against its type already)
     match kind:
         case "value" if type(data) is float:  # (a real: a float is read as one)
             return (FLOAT, float, ())
-        case "numpy" if data.dtype == np.float64 and (
-                not params or (fmt == "dense" and data.ndim == 1)):
+        case "numpy" if data.dtype == np.float64 and (not params or fmt == "dense"):
             return (NUMPY, np.ndarray, tuple(data.shape))  # (exactly: api.Door's signature)
-        case "scipy" if data.dtype == np.float64 and data.format == "csr" and \
-                data.ndim == 2 and checked and fmt == "csr":  # (it reads pos and idx)
+        case "scipy" if data.dtype == np.float64 and data.format == "csr" and checked:
             return (CSR, type(data), tuple(data.shape), width[elements[params["pos"]]],
-                    width[elements[params["idx"]]])
-        case "scipy" if data.dtype == np.float64 and data.format == "coo" and \
-                data.ndim == 1 and fmt == "coo":
-            read = [width[elements[n]] for p, n in params.items() if p == "row" and n in elements]
-            keys = read[0] if read else data.coords[0].dtype.itemsize  # (as built, if read)
+                    width[elements[params["idx"]]])  # (checked: laid out in csr)
+        case "scipy" if data.dtype == np.float64 and data.format == "coo" and fmt == "coo":
+            keys = data.coords[0].dtype.itemsize  # (a kernel is built for the width it gets)
             return (COO, type(data), tuple(data.shape), keys) if keys in (4, 8) else None
     return None
 
@@ -182,14 +180,12 @@ def _whole(a: Any, t: Type) -> list[Any] | None:
     return [] if a.ndim == 1 else D.from_numpy(a, t)[:-1]  # (as api.as_is)
 
 
-def _converted(spec: Any, bounds: Mapping[str, int], output: R.Output, array: Any) -> Any:
-    return R.convert([array], spec.kernel.result, spec.result, spec.sizes, bounds, output)
-
-
-def _collected(spec: Any, bounds: Mapping[str, int], output: R.Output, bufs: D.Buffers
-               ) -> Any:
-    return R.convert(bufs, spec.kernel.result, spec.result, spec.sizes, bounds, output,
-                     checked=spec.kernel.dest == "rows")
+def _finished(spec: Any, bounds: Mapping[str, int], output: R.Output, result: Any) -> Any:
+    """The result as ``Compiled.run`` gives it, from what the extension returns: the dense
+    array written in place, or a handed-back result's buffers (``Native.collect``)."""
+    dest = spec.kernel.dest
+    return R.convert([result] if dest == "dense" else result, spec.kernel.result, spec.result,
+                     spec.sizes, bounds, output, checked=dest == "rows")
 
 
 __all__: Sequence[str] = ("caller", "plan")

@@ -83,23 +83,15 @@ bool integer(const Py_buffer* v, i64 size) {  // 32- or 64-bit ints, as numpy wr
 
 i64 count(const Py_buffer* v) { return v->len / v->itemsize; }
 
-bool finite(const double* x, i64 n) {  // (one pass without a branch: vectorized)
-  i64 bad = 0;
-  for (i64 i = 0; i < n; i++) bad += !(std::fabs(x[i]) <= std::numeric_limits<double>::max());
-  return bad == 0;
-}
-
 template <class I> i64 at(const void* p, i64 i) { return i64(static_cast<const I*>(p)[i]); }
 i64 at(const void* p, i64 size, i64 i) { return size == 4 ? at<std::int32_t>(p, i) : at<i64>(p, i); }
 
 // A vector's keys strictly increasing and below n, its values finite and none zero: what
 // check_sparse finds canonical with no zero stored (then entries() are these arrays).
 template <class I> bool canonical(const I* keys, const double* vals, i64 nnz, i64 n) {
-  i64 bad = 0;
-  for (i64 e = 0; e < nnz; e++)
-    bad += !(std::fabs(vals[e]) <= std::numeric_limits<double>::max()) | (vals[e] == 0) |
-           (keys[e] < 0) | (i64(keys[e]) >= n) | (e > 0 && keys[e] <= keys[e - 1]);
-  return bad == 0;
+  I lo, hi;
+  return nnz == 0 || (sdql::values_ok(vals, 0, nnz) &&
+                      sdql::descents(keys, 0, nnz, lo, hi) == 0 && lo >= 0 && i64(hi) < n);
 }
 
 i64 number(PyObject* tuple, Py_ssize_t i) { return PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i)); }
@@ -162,7 +154,7 @@ bool read(PyObject* x, PyObject* item, taken& t, refs& r, input& in) {
       in.p[0] = v->buf;
       in.n[0] = count(v);
       in.len = ndim ? v->shape[0] : 0;
-      return finite(static_cast<const double*>(v->buf), in.n[0]);
+      return sdql::not_finite(static_cast<const double*>(v->buf), in.n[0]) == 0;
     }
     case CSR: {  // inputs.trusted: the kernel checks the rest as it reads (Kernel.checks)
       if (reinterpret_cast<PyObject*>(Py_TYPE(x)) != type) return false;

@@ -69,12 +69,13 @@ PROGRAMS: dict[str, tuple[str, str | None, dict[str, str], Callable[[Any], dict[
                "sum(<i, r> in A) sum(<k, a> in r) sum(<j, b> in B(k)) { i -> { j -> a * b } }",
                None, {"A": "csr"}, lambda r: {"A": _matrix(r), "B": r.uniform(-1, 1, (N, 3))}),
     "value": (f"V1 : {DVEC}\nV2 : {SVEC}\ns : real\ns * sum(<i, a> in V2) V1(i) * a", None,
-              {"V2": "coo"}, lambda r: {"V1": r.uniform(-1, 1, N), "V2": _vector(r), "s": 2.0}),
+              {"V2": "coo"},  # (keys of 32 bits)
+              lambda r: {"V1": r.uniform(-1, 1, N), "V2": _vector(r, np.int32), "s": 2.0}),
 }
 
 
-def _vector(r: Any) -> Any:
-    keys = np.sort(r.choice(N, size=3, replace=False))
+def _vector(r: Any, width: Any = np.int64) -> Any:
+    keys = np.sort(r.choice(N, size=3, replace=False)).astype(width)
     return sp.coo_array((r.uniform(0.5, 2, 3), (keys,)), shape=(N,))
 
 
@@ -155,8 +156,8 @@ def _damaged(x: Any, how: str, where: int) -> Any:
                 keys[e] = N + where
             case "negative":
                 keys[e] = -1 - where
-            case "int32":
-                keys = keys.astype(np.int32)
+            case "indices":  # (of the other width)
+                keys = keys.astype(np.int64 if keys.dtype == np.int32 else np.int32)
             case "strided":
                 vals = np.repeat(vals, 2)[::2]
             case "short":
@@ -271,7 +272,7 @@ def _data(case: Case) -> dict[str, Any]:
 @example(Case("dot", 1, (("V2", "repeated", 1),))).via("a vector's key repeated")
 @example(Case("dot", 1, (("V2", "outside", 0),))).via("a vector's key beyond its shape")
 @example(Case("dot", 1, (("V2", "negative", 0),))).via("a vector's negative key")
-@example(Case("dot", 1, (("V2", "int32", 0),))).via("a vector's keys of the other width")
+@example(Case("dot", 1, (("V2", "indices", 0),))).via("a vector's keys of the other width")
 @example(Case("dot", 1, (("V1", "strided", 0),))).via("an array not contiguous")
 @example(Case("dot", 1, (("V1", "subclass", 0),))).via("a subclass of ndarray")
 @example(Case("scale", 1, (("s", "nan", 0),))).via("a number not finite")
@@ -357,12 +358,12 @@ def test_a_program_keeps_a_plan_for_each_signature_up_to_a_bound() -> None:
 DECLINED = {
     "float": ("nan", "inf", "int", "numpy scalar"),
     "numpy": ("nan", "inf", "strided", "fortran", "float32", "shape", "subclass"),
-    "coo": ("nan", "inf", "zero", "unsorted", "repeated", "outside", "negative", "int32",
+    "coo": ("nan", "inf", "zero", "unsorted", "repeated", "outside", "negative", "indices",
             "strided", "short"),
     "csr": ("first", "pointer", "int64", "indices", "wider", "matrix"),
 }
 SPIED = {"dot": ("V1", "V2"), "scale": ("s", "V"), "colsums": ("A", "X"), "smmm": ("B",),
-         "identity": ("V1", "V2")}
+         "identity": ("V1", "V2"), "value": ("V2",)}
 ENTRY = 6  # (a plan's field: fast.plan)
 
 
@@ -460,6 +461,8 @@ NO_PLAN: dict[str, tuple[str, str | None, dict[str, str], dict[str, Any]]] = {
     "a vector's keys of 16 bits, not read": (
         PROGRAMS["identity"][0], "V1", {"V2": "coo"},
         {"V1": np.ones(N), "V2": _narrowed(_V)}),
+    "a vector in csr, laid out in coo": (_DOT, "V1", {"V2": "coo"},
+                                        {"V1": np.ones(N), "V2": sp.csr_array(_V)}),
     "an array laid out in coo": (_DOT, "V1", {"V2": "coo"}, {"V1": np.ones(N),
                                                               "V2": _V.toarray()}),
     "an array of sparse layers read whole": (
