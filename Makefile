@@ -67,11 +67,12 @@ $(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
 # (sdql::work), on one thread and on three; and CSR inputs, damaged or not, checked by
 # the kernel block by block (sdql::checked_block), on one thread and on two.  Then
 # the loops run in chunks on several threads (the agreement property runs each kernel on
-# three), built with ThreadSanitizer (-s: a race ends the process, its report on stderr).
+# three), built with ThreadSanitizer (a race ends its worker process, which fails the run,
+# the report on stderr).  Both runs take both cores (pytest-xdist).
 sanitize: setup
 	LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 SDQLITE_CXXFLAGS="$(SANITIZE_FLAGS)" HYPOTHESIS_PROFILE=sanitize \
-	  $(BIN)/pytest -q -p no:cacheprovider properties/test_cpp_agreement.py \
+	  $(BIN)/pytest -q -n auto -p no:cacheprovider properties/test_cpp_agreement.py \
 	  properties/test_front_door.py::test_the_check_on_two_threads_is_the_check_on_one \
 	  tests/test_codegen.py::test_rows_written_in_key_order_are_appended_as_csr \
 	  properties/test_csr_writer.py tests/test_codegen.py::test_rows_in_key_order_go_through_the_writer_fast_or_not \
@@ -89,7 +90,7 @@ sanitize: setup
 	  properties/test_fast_door.py::test_a_plan_made_otherwise_is_an_error_not_a_crash
 	LD_PRELOAD="$$($(CXX) -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1 \
 	SDQLITE_CXXFLAGS="$(TSAN_FLAGS)" HYPOTHESIS_PROFILE=sanitize \
-	  $(BIN)/pytest -s -q -p no:cacheprovider -p no:xdist properties/test_cpp_agreement.py \
+	  $(BIN)/pytest -s -q -n auto -p no:cacheprovider properties/test_cpp_agreement.py \
 	  properties/test_front_door.py::test_the_check_on_two_threads_is_the_check_on_one \
 	  tests/test_codegen.py -k "agree or two_threads or chunks or workspace or table_until or block_by_block"
 

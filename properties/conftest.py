@@ -2,19 +2,20 @@
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 
 @pytest.fixture(scope="module")
-def quick_builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def quick_builds(build_cache: Path) -> Iterator[None]:
     """Unoptimized builds in this test run's own cache, one for the files that ask (unless
     the flags or the cache are given: ``make mutation`` gives one cache to all its runs),
     so that its precompiled runtime is made once.  A file asks for it with
     ``pytestmark = pytest.mark.usefixtures("quick_builds")``."""
     saved = {k: os.environ.get(k) for k in ("SDQLITE_CXXFLAGS", "SDQLITE_CACHE")}
     os.environ.setdefault("SDQLITE_CXXFLAGS", "-O0")
-    os.environ.setdefault("SDQLITE_CACHE", str(tmp_path_factory.getbasetemp() / "cpp-cache-O0"))
+    os.environ.setdefault("SDQLITE_CACHE", str(build_cache))
     yield
     for k, v in saved.items():
         if v is None:

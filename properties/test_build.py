@@ -768,6 +768,24 @@ def _seeded(root: Path) -> Path:
     return gch
 
 
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache seeded once (``_seeded``)."""
+    root = tmp_path_factory.mktemp("seed")
+    with environment(SDQLITE_CACHE=str(root)):
+        _seeded(root)
+    return root
+
+
+def _copied(seed: Path, root: Path) -> Path:
+    """``root`` seeded as ``_seeded`` seeds it, by a copy of the cache ``seed`` (its
+    objects, which make the next build take the precompiled runtime, and that): the
+    precompiled runtime in it."""
+    shutil.copytree(seed, root, dirs_exist_ok=True)
+    (gch,) = root.glob(f"pch-*/{B.PCH}")
+    return gch
+
+
 def test_a_cache_s_third_object_is_built_with_the_runtime_precompiled() -> None:
     """Law 8: the precompiled runtime is taken (a planted one, its hash recorded, gives
     its sdql_planted() to the next kernel), and only with its hash recorded (planted
@@ -797,13 +815,13 @@ PCH_FAULTS = ["truncated, its hash rewritten", "garbage, its hash rewritten", "a
 
 
 @pytest.mark.parametrize("fault", PCH_FAULTS)
-def test_a_faulty_precompiled_runtime_is_not_used_again(fault: str) -> None:
+def test_a_faulty_precompiled_runtime_is_not_used_again(fault: str, seed: Path) -> None:
     """Law 8's faults: the build gives the kernel's value, and after it the cache holds a
     sound precompiled runtime, not the faulty one, or none (g++ fails on a truncated one,
     passes over garbage; a pipe's hash read would block for ever: after two minutes the
     test writes the pipe's end, and fails)."""
     with fresh_cache() as root:
-        gch = _seeded(root)
+        gch = _copied(seed, root)
         digest = gch.parent / "sha256"
         faulty = None  # what must not be there after
         match fault:
@@ -934,14 +952,15 @@ def test_a_failing_build_compiles_once_and_keeps_the_precompiled_runtime() -> No
         assert B._stamp(gch) == made
 
 
-def test_a_temporary_file_of_a_precompilation_is_removed_once_its_process_is_gone() -> None:
+def test_a_temporary_file_of_a_precompilation_is_removed_once_its_process_is_gone(
+        seed: Path) -> None:
     """Law 7's cleaning, for the precompiled runtime: a killed precompilation's temporary
     file goes, one of a precompilation still under way stays, and a file not so named
     stays."""
     alive = subprocess.Popen(["sleep", "60"])
     try:
         with fresh_cache() as root:
-            gch = _seeded(root)
+            gch = _copied(seed, root)
             gch.unlink()
             theirs, gone, other = (gch.parent / f"{B.PCH}.{alive.pid}",
                                    gch.parent / f"{B.PCH}.999999999",

@@ -133,7 +133,7 @@ from semantics.values import (
 )
 
 #: a build for each kernel, wrt, format and option met: few examples, each cheap once built
-EXAMPLES = min(100, settings().max_examples)
+EXAMPLES = max(10, settings().max_examples // 4)
 
 
 pytestmark = pytest.mark.usefixtures("quick_builds")  # properties/conftest.py

@@ -1,18 +1,18 @@
 """Fixtures shared by the example-based tests."""
 
 import os
+from pathlib import Path
 
 import pytest
 
 
 @pytest.fixture
-def quick_builds(tmp_path_factory: pytest.TempPathFactory,
-                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Compiled code builds at -O1 into a cache of this test run's own, unless one is
-    given (a file asks for it with ``pytestmark = pytest.mark.usefixtures("quick_builds")``)."""
-    monkeypatch.setenv("SDQLITE_CXXFLAGS", os.environ.get("SDQLITE_CXXFLAGS", "-O1"))
-    monkeypatch.setenv("SDQLITE_CACHE", os.environ.get(  # a cache given (make mutation's)
-        "SDQLITE_CACHE", str(tmp_path_factory.getbasetemp() / "cpp-cache")))
+def quick_builds(build_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiled code builds at -O0 into the run's cache of such builds (``build_cache``),
+    unless flags or a cache are given (``make mutation`` gives one cache to all its runs);
+    a file asks for it with ``pytestmark = pytest.mark.usefixtures("quick_builds")``."""
+    monkeypatch.setenv("SDQLITE_CXXFLAGS", os.environ.get("SDQLITE_CXXFLAGS", "-O0"))
+    monkeypatch.setenv("SDQLITE_CACHE", os.environ.get("SDQLITE_CACHE", str(build_cache)))
 
 
 @pytest.fixture(scope="session")

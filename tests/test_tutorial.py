@@ -21,7 +21,7 @@ import jupytext
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-pytestmark = pytest.mark.usefixtures("quick_builds")  # (-O1: chapter 7 compiles)
+pytestmark = pytest.mark.usefixtures("quick_builds")  # (-O0: chapter 7 compiles)
 TUTORIAL = Path(__file__).resolve().parent.parent / "docs" / "tutorial"
 CHAPTERS = sorted(TUTORIAL.glob("*.md"))
 ROLES = ("given", "wrong", "solution", "check")
