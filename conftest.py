@@ -4,7 +4,7 @@
 * ``ci`` (default when CI is set): 150 examples, derandomized, so a CI run is reproducible
   (and fits in CI's 20 minutes on two cores; ``thorough`` goes thirteen times deeper);
 * ``thorough``: 2000 examples per property, for deep runs;
-* ``sanitize``: 60 examples, derandomized, for the C++ agreement property built with the
+* ``sanitize``: 40 examples, derandomized, for the C++ agreement property built with the
   sanitizers (``make sanitize``, run by ``make test``);
 * ``mutation``: derandomized, 100 examples and no shrinking, for ``make mutation``: a
   mutant's run stops at the first failing example instead of shrinking it, and a
@@ -24,7 +24,7 @@ settings.register_profile("dev", max_examples=100, **_common)
 settings.register_profile("ci", max_examples=150, derandomize=True, database=None,
                           print_blob=True, **_common)
 settings.register_profile("thorough", max_examples=2000, **_common)
-settings.register_profile("sanitize", max_examples=60, derandomize=True, database=None,
+settings.register_profile("sanitize", max_examples=40, derandomize=True, database=None,
                           print_blob=True, **_common)
 settings.register_profile("mutation", settings.get_profile("ci"), max_examples=100,
                           phases=[Phase.explicit, Phase.generate])

@@ -96,7 +96,7 @@ def _reals(kernel: str, inputs: dict[str, Input], data: dict[str, Any]) -> list[
     return [x for x in sorted(data) if scalar_of(decls[x]) == REAL]
 
 
-@settings(max_examples=max(6, settings().max_examples // 16), deadline=None)  # (each optimizes)
+@settings(max_examples=max(6, settings().max_examples // 24), deadline=None)  # (each optimizes)
 @given(kernel_data(), st.booleans())
 @example(("VSM", {"s": 0.0, "V": sp.coo_array(np.zeros(0))},
           {"s": Input(0.0), "V": Input({}, DictT(REAL))}, False), True).via(
