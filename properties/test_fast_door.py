@@ -9,11 +9,12 @@ are plainly right: a call then never reaches the Python door.
 
 The programs cover each kind of input a plan takes (a float64 numpy array, read whole or
 as a format's flat arrays, one of two dimensions read whole; a CSR matrix the kernel
-checks; a COO vector; a Python float) and each result (a dense array written in place, a
-CSR matrix handed back, a number).  The data are damaged in each way a check of
-``sdqlite_call.cpp`` looks for: a number not finite, a zero stored, keys out of order,
-repeated or outside the shape, indices of the other width, an array not contiguous, of
-another dtype or shape, a subclass, an input missing or one too many.
+checks and a COO vector, each with indices of 32 bits and of 64; a Python float) and each
+result (a dense array written in place, a CSR matrix handed back, a number).  The data
+are damaged in each way a check of ``sdqlite_call.cpp`` looks for: a number not finite, a
+zero stored, keys out of order, repeated or outside the shape, indices of the other width,
+an array not contiguous, of another dtype or shape, a subclass, an input missing or one
+too many.
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ PROGRAMS: dict[str, tuple[str, str | None, dict[str, str], Callable[[Any], dict[
                  {"V2": "coo"}, lambda r: {"V1": r.uniform(-1, 1, N), "V2": _vector(r)}),
     "lsq": (f"A : {MAT}\nb : {{int[m] -> real}}\nx : {DVEC}\n"
             "sum(<i, bi> in b) let r = (sum(<j, a> in A(i)) a * x(j)) - bi in r * r", "x",
-            {"A": "csr"}, lambda r: {"A": _matrix(r), "b": r.uniform(0.5, 1.5, N),
-                                     "x": r.uniform(-1, 1, N)}),
+            {"A": "csr"},  # (indices of 64 bits)
+            lambda r: {"A": _matrix(r, np.int64), "b": r.uniform(0.5, 1.5, N),
+                       "x": r.uniform(-1, 1, N)}),
     "count": (f"V : {SVEC}\nsum(<i, a> in V) 1.0", None, {"V": "coo"},
               lambda r: {"V": _vector(r)}),
     "outer": (f"V1 : {DVEC}\nV2 : {DVEC}\n"
@@ -79,10 +81,11 @@ def _vector(r: Any, width: Any = np.int64) -> Any:
     return sp.coo_array((r.uniform(0.5, 2, 3), (keys,)), shape=(N,))
 
 
-def _matrix(r: Any) -> Any:
+def _matrix(r: Any, width: Any = np.int32) -> Any:
     a: Any = sp.random(N, N, density=0.4, format="csr", random_state=r,
                   data_rvs=lambda k: r.uniform(0.5, 2, k))
     a.sum_duplicates()
+    a.indptr, a.indices = a.indptr.astype(width), a.indices.astype(width)
     return a
 
 
