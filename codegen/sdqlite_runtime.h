@@ -1690,9 +1690,18 @@ bool block_ok(const P* pos, const I* idx, const double* val, i64 o0, i64 o1, i64
   const i64 e0 = i64(pos[o0]), e1 = i64(pos[o1]);
   if (e0 < 0 || e0 > nnz || !pointers_ok(pos, o0, o1, nnz)) return false;
   if (e1 == e0) return true;
-  if (!values_ok(val, e0, e1)) return false;
-  I lo, hi;
-  i64 descents = sdql::descents(idx, e0, e1, lo, hi);
+  // one pass over the entries: their values (finite, none zero) and keys (least, greatest,
+  // how often one is at most the one before it)
+  i64 bad = !(std::fabs(val[e0]) <= std::numeric_limits<double>::max()) | (val[e0] == 0);
+  I lo = idx[e0], hi = idx[e0];
+  i64 descents = 0;
+  for (i64 e = e0 + 1; e < e1; e++) {
+    bad += !(std::fabs(val[e]) <= std::numeric_limits<double>::max()) | (val[e] == 0);
+    lo = std::min(lo, idx[e]);
+    hi = std::max(hi, idx[e]);
+    descents += idx[e] <= idx[e - 1];
+  }
+  if (bad) return false;
   for (i64 o = o0; o < o1; o++) {  // a row's first key starts afresh
     const i64 a = i64(pos[o]);
     const bool first = (a > e0) & (a < i64(pos[o + 1]));
