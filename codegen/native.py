@@ -122,6 +122,33 @@ class Native:
         kernel's loops at the top may use up to ``threads`` threads; ``work``: the sizes
         of its workspaces (``Kernel.work``); ``checks``: for each input the kernel may
         check (``Kernel.checks``), its column count if it is to, else -1 (the default)."""
+        ptrs, lens = self.arguments(inputs, dest, work, checks)
+        n = max(1, len(ptrs))
+        if n not in self.arrays:
+            self.arrays[n] = ctypes.c_void_p * n, ctypes.c_int64 * n
+        pointers, lengths = self.arrays[n]
+        status = Status(flags=CATCH_SIGINT if _main_thread() else 0, threads=threads)
+        # (made before the call, so that an interrupt after it leaks nothing)
+        out = Output(self.free) if self.handed else None
+        code = self.entry(pointers(*ptrs), lengths(*lens), ctypes.byref(status),
+                          # (no output: a handle of its own, which the kernel sets to null;
+                          # one shared by all calls would be written by concurrent ones)
+                          ctypes.byref(ctypes.c_void_p() if out is None else out.handle))
+        if code != 0:
+            raise self.failure(status)
+        if self.kernel.dest == "dense":
+            return [dest]
+        t = self.kernel.result
+        if not isinstance(t, DictT):  # a number, in the status
+            return [np.array([status.real], dtype=np.float64) if t == REAL else
+                    np.array([status.integer], dtype=np.int64)]
+        assert out is not None
+        return self.collect(out)
+
+    def arguments(self, inputs: list[Buffers], dest: Any = None, work: Sequence[int] = (),
+                  checks: Sequence[int] | None = None) -> tuple[list[int | None], list[int]]:
+        """The entry point's buffer pointers and lengths for a call (``__call__``'s
+        parameters)."""
         flat = [a for bufs in inputs for a in bufs]
         assert all(a.flags.c_contiguous for a in flat), "buffers are contiguous"
         ptrs: list[int | None] = [address(a) for a in flat]
@@ -144,27 +171,7 @@ class Native:
         assert len(checks) == len(self.kernel.checks), "a column count or -1 for each"
         ptrs += [None] * len(checks)
         lens += checks
-        n = max(1, len(ptrs))
-        if n not in self.arrays:
-            self.arrays[n] = ctypes.c_void_p * n, ctypes.c_int64 * n
-        pointers, lengths = self.arrays[n]
-        status = Status(flags=CATCH_SIGINT if _main_thread() else 0, threads=threads)
-        # (made before the call, so that an interrupt after it leaks nothing)
-        out = Output(self.free) if self.handed else None
-        code = self.entry(pointers(*ptrs), lengths(*lens), ctypes.byref(status),
-                          # (no output: a handle of its own, which the kernel sets to null;
-                          # one shared by all calls would be written by concurrent ones)
-                          ctypes.byref(ctypes.c_void_p() if out is None else out.handle))
-        if code != 0:
-            raise self.failure(status)
-        if kind == "dense":
-            return [dest]
-        t = self.kernel.result
-        if not isinstance(t, DictT):  # a number, in the status
-            return [np.array([status.real], dtype=np.float64) if t == REAL else
-                    np.array([status.integer], dtype=np.int64)]
-        assert out is not None
-        return self.collect(out)
+        return ptrs, lens
 
     def collect(self, out: Output) -> Buffers:
         """The buffers of a result handed back in ``out``, read without a copy."""

@@ -245,11 +245,13 @@ def test_make_bench_writes_the_readmes_table_between_its_markers() -> None:
 
 def test_make_bench_times_a_kernel_alone_with_its_workspaces() -> None:
     """``make bench``'s "kernel alone" column calls the built kernel as the front door
-    would, its workspaces' sizes given (SMMM's column sums are one; n = 50 here); the
-    front door's value is the formula's."""
+    would, its workspaces' sizes given (SMMM's column sums are one; n = 50 here): once
+    through ctypes, its value the formula's; then in a loop from C (``kernel_timer.cpp``),
+    which leaves its dense destination holding the same value, or frees each output it
+    was handed (VVA's CSR identity)."""
     import numpy as np
 
-    from benchmarks.kernels import KERNELS, agree, compiled, kernel_only
+    from benchmarks.kernels import KERNELS, KernelAlone, agree, compiled
 
     k = KERNELS["SMMM"]
     data = k.data(50, 0.1, np.random.default_rng(0))
@@ -257,5 +259,18 @@ def test_make_bench_times_a_kernel_alone_with_its_workspaces() -> None:
     assert "sdql::work<double>" in f.cpp(data)
     want = k.formula(data)
     assert agree(f(**data).toarray(), want.toarray())
-    out = np.asarray(kernel_only(f, data)()[-1]).ravel()  # (dense, or CSR's values last)
+    alone = KernelAlone(f, data)
+    out = np.asarray(alone.once()[-1]).ravel()  # (dense, or CSR's values last)
     assert np.allclose(np.sort(out[out != 0]), np.sort(want.data[want.data != 0]))
+    alone.run(3)
+    assert alone.zeroed[1] == alone.dest.nbytes > 0
+    assert np.allclose(np.sort(alone.dest[alone.dest != 0]), np.sort(want.data[want.data != 0]))
+    k = KERNELS["VVA"]
+    data = k.data(50, 0.1, np.random.default_rng(0))
+    alone = KernelAlone(compiled(k, "arr"), data)
+    live = alone.native.live()
+    alone.run(5)
+    assert alone.zeroed == (None, 0) and alone.native.live() == live
+    pos, idx, val = alone.once()[2:]  # (after the outer layer's [0, n] and [0])
+    assert list(pos) == list(range(51)) and list(idx) == list(range(50))
+    assert np.all(val == 1.0)
