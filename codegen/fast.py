@@ -13,8 +13,9 @@ declined call goes the Python door's way, which says what is wrong, so the fast 
 answers what the door would (``properties/test_fast_door.py``).
 
 Plans are made for the common kinds of input only (the tables below): a C-contiguous
-float64 numpy array, a CSR matrix the kernel checks as it reads it (``Kernel.checks``), a
-COO vector, a Python float; the extension checks a plan's shape as it reads it (a plan it
+float64 numpy array, a CSR matrix laid out in CSR (which the kernel checks as it reads it,
+``Kernel.checks``, or the extension checks whole before it runs), a COO vector, a Python
+float; the extension checks a plan's shape as it reads it (a plan it
 cannot hold is declined, one made otherwise is a TypeError, never a crash).  Where
 Python's headers are missing, or the extension does not build, every call takes the
 Python door.
@@ -162,9 +163,12 @@ def _item(t: Type, kind: str, data: Any, fmt: str, elements: Mapping[str, str],
             return (FLOAT, float, ())
         case "numpy" if data.dtype == np.float64 and (not params or fmt == "dense"):
             return (NUMPY, np.ndarray, tuple(data.shape))  # (exactly: api.Door's signature)
-        case "scipy" if data.dtype == np.float64 and data.format == "csr" and checked:
+        case "scipy" if data.dtype == np.float64 and data.format == "csr" and \
+                (checked or fmt == "csr"):  # (checked: laid out in csr)
+            # (a matrix the kernel does not check, βAᵀA's read by key, is checked whole
+            # by the extension before the kernel runs: the last field)
             return (CSR, type(data), tuple(data.shape), width[elements[params["pos"]]],
-                    width[elements[params["idx"]]])  # (checked: laid out in csr)
+                    width[elements[params["idx"]]], int(not checked))
         case "scipy" if data.dtype == np.float64 and data.format == "coo" and fmt == "coo":
             keys = data.coords[0].dtype.itemsize  # (a kernel is built for the width it gets)
             return (COO, type(data), tuple(data.shape), keys) if keys in (4, 8) else None

@@ -96,6 +96,20 @@ template <class I> bool canonical(const I* keys, const double* vals, i64 nnz, i6
 
 i64 number(PyObject* tuple, Py_ssize_t i) { return PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i)); }
 
+// All the rows of a CSR matrix with index widths wa (its pointers) and wb (its keys), as
+// sdql::block_ok checks a block of them.
+bool whole(const void* pos, i64 wa, const void* idx, i64 wb, const double* val, i64 rows,
+           i64 cols, i64 nnz) {
+  using sdql::block_ok;
+  const auto* p4 = static_cast<const std::int32_t*>(pos);
+  const auto* p8 = static_cast<const i64*>(pos);
+  const auto* k4 = static_cast<const std::int32_t*>(idx);
+  const auto* k8 = static_cast<const i64*>(idx);
+  if (wa == 4)
+    return wb == 4 ? block_ok(p4, k4, val, 0, rows, cols, nnz) : block_ok(p4, k8, val, 0, rows, cols, nnz);
+  return wb == 4 ? block_ok(p8, k4, val, 0, rows, cols, nnz) : block_ok(p8, k8, val, 0, rows, cols, nnz);
+}
+
 PyObject* attr(PyObject* obj, const char* name, PyObject*& owned) {
   owned = PyObject_GetAttrString(obj, name);
   if (!owned) PyErr_Clear();
@@ -178,7 +192,11 @@ bool read(PyObject* x, PyObject* item, taken& t, refs& r, input& in) {
       in.p[2] = val->buf, in.n[2] = nnz;
       in.len = rows;
       in.cols = number(shape, 1);
-      return true;
+      // a matrix the kernel does not check as it reads it: checked whole here, as the
+      // kernel checks a block (sdql::block_ok: canonical, no zero, nothing not finite)
+      return number(item, 5) == 0 || whole(pos->buf, wa, idx->buf, wb,
+                                           static_cast<const double*>(val->buf), rows,
+                                           in.cols, nnz);
     }
     case COO: {  // a vector, canonical with no zero stored (inputs.check_sparse)
       if (reinterpret_cast<PyObject*>(Py_TYPE(x)) != type) return false;

@@ -9,7 +9,8 @@ are plainly right: a call then never reaches the Python door.
 
 The programs cover each kind of input a plan takes (a float64 numpy array, read whole or
 as a format's flat arrays, one of two dimensions read whole; a CSR matrix the kernel
-checks and a COO vector, each with indices of 32 bits and of 64; a Python float) and each
+checks, one the extension checks whole (βAᵀA's, read by key) and a COO vector, each with
+indices of 32 bits and of 64; a Python float) and each
 result (a dense array written in place, a CSR matrix handed back, a number).  The data
 are damaged in each way a check of ``sdqlite_call.cpp`` looks for: a number not finite, a
 zero stored, keys out of order, repeated or outside the shape, indices of the other width,
@@ -70,6 +71,9 @@ PROGRAMS: dict[str, tuple[str, str | None, dict[str, str], Callable[[Any], dict[
     "matmul": (f"A : {MAT}\nB : {{dense_int[n] -> {{dense_int[p] -> real}}}}\n"
                "sum(<i, r> in A) sum(<k, a> in r) sum(<j, b> in B(k)) { i -> { j -> a * b } }",
                None, {"A": "csr"}, lambda r: {"A": _matrix(r), "B": r.uniform(-1, 1, (N, 3))}),
+    "ata": (f"A : {MAT}\nX : {DVEC}\nsum(<i, r> in A) sum(<j, v> in r) sum(<k, w> in r) "
+            "{ j -> v * w * X(k) }", "X", {"A": "csr"},  # (read by key: checked whole)
+            lambda r: {"A": _matrix(r), "X": r.uniform(-1, 1, N)}),
     "value": (f"V1 : {DVEC}\nV2 : {SVEC}\ns : real\ns * sum(<i, a> in V2) V1(i) * a", None,
               {"V2": "coo"},  # (keys of 32 bits)
               lambda r: {"V1": r.uniform(-1, 1, N), "V2": _vector(r, np.int32), "s": 2.0}),
@@ -455,9 +459,6 @@ NO_PLAN: dict[str, tuple[str, str | None, dict[str, str], dict[str, Any]]] = {
                                                  "X": np.ones(N)}),
     "a CSR matrix laid out in coo": (_COLSUMS, "X", {"A": "coo"}, {"A": _A, "X": np.ones(N)}),
     "a COO matrix": (_COLSUMS, "X", {"A": "coo"}, {"A": sp.coo_array(_A), "X": np.ones(N)}),
-    "a CSR matrix the kernel does not check": (
-        f"A : {MAT}\nX : {DVEC}\nsum(<i, r> in A) sum(<j, v> in r) sum(<k, w> in r) "
-        "{ j -> v * w * X(k) }", "X", {"A": "csr"}, {"A": _A, "X": np.ones(N)}),
     "a vector of ints": (_DOT, "V1", {}, {"V1": np.ones(N), "V2": _one(np.array([1, 4]),
                                                                       np.array([1, 2]))}),
     "a vector laid out as a dict": (_DOT, "V1", {"V2": "dict"}, {"V1": np.ones(N), "V2": _V}),
@@ -472,6 +473,36 @@ NO_PLAN: dict[str, tuple[str, str | None, dict[str, str], dict[str, Any]]] = {
         "b : {int[m] -> real}\nsum(<i, a> in b) a * a", "b", {"b": "dict"},
         {"b": np.arange(1.0, N + 1.0)}),
 }
+
+
+def test_a_matrix_the_kernel_does_not_check_is_checked_whole() -> None:
+    """A CSR matrix that the kernel reads by key (βAᵀA's way) takes it as it is: a key
+    repeated in a row, or a zero stored, would reach it.  The extension checks such a
+    matrix whole before the kernel runs (``whole``), and declines; the door's value is
+    the answer.  (The program is not linear in a row's values, so either damage changes
+    what the kernel would compute.)"""
+    source = (f"A : {MAT}\nX : {DVEC}\nsum(<i, r> in A) sum(<j, v> in r) sum(<k, w> in r) "
+              "{ j -> exp(v) * w * X(k) }")
+    r = np.random.default_rng(3)
+    right = {"A": _matrix(r), "X": r.uniform(-1, 1, N)}
+    fast = sdqlite.compile(source, wrt="X", formats={"A": "csr"})
+    F.enabled = False
+    try:
+        slow = sdqlite.compile(source, wrt="X", formats={"A": "csr"})
+        want = _outcome(slow, right)
+    finally:
+        F.enabled = True
+    assert _same(_outcome(fast, right), want)
+    assert fast.fast and not slow.fast
+    assert not next(iter(fast.doors.values())).spec.kernel.checks
+    for how in ("repeated", "zero", "unsorted"):
+        data = {"A": _damaged(right["A"], how, 0), "X": right["X"]}
+        F.enabled = False
+        try:
+            want = _outcome(slow, data)
+        finally:
+            F.enabled = True
+        assert _same(_outcome(fast, data), want), how
 
 
 @pytest.mark.parametrize("case", sorted(NO_PLAN))
