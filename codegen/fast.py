@@ -163,8 +163,7 @@ def _item(t: Type, kind: str, data: Any, fmt: str, elements: Mapping[str, str],
             return (FLOAT, float, ())
         case "numpy" if data.dtype == np.float64 and (not params or fmt == "dense"):
             return (NUMPY, np.ndarray, tuple(data.shape))  # (exactly: api.Door's signature)
-        case "scipy" if data.dtype == np.float64 and data.format == "csr" and \
-                (checked or fmt == "csr"):  # (checked: laid out in csr)
+        case "scipy" if data.dtype == np.float64 and data.format == "csr" and fmt == "csr":
             # (a matrix the kernel does not check, βAᵀA's read by key, is checked whole
             # by the extension before the kernel runs: the last field)
             return (CSR, type(data), tuple(data.shape), width[elements[params["pos"]]],

@@ -100,14 +100,12 @@ i64 number(PyObject* tuple, Py_ssize_t i) { return PyLong_AsLongLong(PyTuple_GET
 // sdql::block_ok checks a block of them.
 bool whole(const void* pos, i64 wa, const void* idx, i64 wb, const double* val, i64 rows,
            i64 cols, i64 nnz) {
-  using sdql::block_ok;
-  const auto* p4 = static_cast<const std::int32_t*>(pos);
-  const auto* p8 = static_cast<const i64*>(pos);
-  const auto* k4 = static_cast<const std::int32_t*>(idx);
-  const auto* k8 = static_cast<const i64*>(idx);
-  if (wa == 4)
-    return wb == 4 ? block_ok(p4, k4, val, 0, rows, cols, nnz) : block_ok(p4, k8, val, 0, rows, cols, nnz);
-  return wb == 4 ? block_ok(p8, k4, val, 0, rows, cols, nnz) : block_ok(p8, k8, val, 0, rows, cols, nnz);
+  return sdql::by_width(wa, [&](auto p) {
+    return sdql::by_width(wb, [&](auto k) {
+      return i64(sdql::block_ok(static_cast<const decltype(p)*>(pos),
+                                static_cast<const decltype(k)*>(idx), val, 0, rows, cols, nnz));
+    });
+  }) != 0;
 }
 
 PyObject* attr(PyObject* obj, const char* name, PyObject*& owned) {
