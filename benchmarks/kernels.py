@@ -150,6 +150,8 @@ KERNELS: dict[str, KernelSpec] = {
         lambda n, d: 2 * d * n * n + n),
 }
 
+#: the paper's kernels (§7); LSQ and LOGREG are ours
+SECTION_7 = ("BATAX", "SMMM", "SMVM", "VVA", "VVD", "VSM")
 SYSTEMS = ("dict", "arr", "arr-no-norm", "arr-no-dps", "arr-2t")
 ROOT = Path(__file__).resolve().parent.parent
 #: the README's lines between these two are written by --readme

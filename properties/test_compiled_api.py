@@ -85,6 +85,7 @@ import math
 import re
 import subprocess
 import time
+from collections.abc import Sequence
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -152,11 +153,12 @@ def _compiled(source: str, wrt: str | None, optimize: bool, output: Output,
 
 
 @st.composite
-def kernel_data(draw: Draw) -> tuple[str, dict[str, Any], dict[str, Input], bool]:
-    """A kernel, its inputs as a user hands them over, and each as an SDQLite value
-    under the kernel's declarations and as the data alone says (a numpy array given for
-    a sparse vector is its nonzeros when the vector is declared, an array otherwise)."""
-    kernel = draw(st.sampled_from(sorted(KERNELS)))
+def kernel_data(draw: Draw, kernels: Sequence[str] = tuple(KERNELS)
+                ) -> tuple[str, dict[str, Any], dict[str, Input], bool]:
+    """One of ``kernels``, its inputs as a user hands them over, and each as an SDQLite
+    value under the kernel's declarations and as the data alone says (a numpy array given
+    for a sparse vector is its nonzeros when the vector is declared, an array otherwise)."""
+    kernel = draw(st.sampled_from(sorted(kernels)))
     m, n = draw(st.integers(0, 4)), draw(st.integers(0, 4))
     # exact in binary (sums agree), zero about half the time: sparse data with gaps
     halves = st.one_of(st.just(0.0), st.integers(-4, 4).map(lambda k: k / 2))

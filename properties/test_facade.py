@@ -34,7 +34,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import sdqlite
-from benchmarks.kernels import KERNELS
+from benchmarks.kernels import KERNELS, SECTION_7
 from properties.test_compiled_api import kernel_data
 from sdqlite.errors import DataError, DiffError, SDQLiteError, SDQLTypeError
 from sdqlite.syntax.types import REAL, DictT, scalar_of
@@ -97,7 +97,7 @@ def _reals(kernel: str, inputs: dict[str, Input], data: dict[str, Any]) -> list[
 
 
 @settings(max_examples=max(6, settings().max_examples // 24), deadline=None)  # (each optimizes)
-@given(kernel_data(), st.booleans())
+@given(kernel_data(SECTION_7), st.booleans())
 @example(("VSM", {"s": 0.0, "V": sp.coo_array(np.zeros(0))},
           {"s": Input(0.0), "V": Input({}, DictT(REAL))}, False), True).via(
     "a format's array the kernel does not read (sum(V)'s keys, by s): a KeyError once")
