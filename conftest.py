@@ -35,8 +35,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.enviro
 
 @pytest.fixture(scope="session")
 def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """This test run's cache of quick (-O0) builds, one for all its processes: pytest-xdist
+    """This test run's cache of quick (-Og) builds, one for all its processes: pytest-xdist
     gives each worker a directory of the run's own, and the cache is safe to share, so each
     kernel and the precompiled runtime are built once a run, not once a worker."""
     base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "cpp-cache-O0"
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "cpp-cache-Og"

@@ -52,7 +52,7 @@ Reals compare to 1e-9 (the C++ sums a hash map's entries in another order); dens
 arrays stored inside dictionaries compare pointwise
 (``semantics.values.inner_extents_forgotten``).
 
-Programs are compiled ``BATCH`` to a translation unit, at ``-O0`` unless
+Programs are compiled ``BATCH`` to a translation unit, at ``QUICK_FLAGS`` (-Og) unless
 ``SDQLITE_CXXFLAGS`` says otherwise (the sanitizer run sets it), so the ``ci`` profile's
 300 examples are 300 programs in 300 / BATCH compilations.
 """
