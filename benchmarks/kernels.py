@@ -249,7 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     densities = [1e-4, 1e-3, 1e-2, 1e-1]
     rng = np.random.default_rng(7)
     load, at = os.getloadavg()[0], commit()  # before the run writes its files
-    say(f"machine: {machine()}, load average {load:.2f} at the start; commit {at}; "
+    cores = two_cores()
+    say(f"machine: {machine()}, load average {load:.2f} at the start; two threads doing "
+        f"{cores:.2f}x one's arithmetic at the start (2.00x: two whole cores); commit {at}; "
         f"{time.strftime('%Y-%m-%d')}; times are medians of {args.repeat} rounds of calls "
         "(each round about 2 ms, a system's calls taking turns with the numpy/scipy "
         "formula's), conversions included; ratios are to the formula timed alongside")
@@ -311,7 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme:
         (ROOT / "benchmarks" / "kernels-results.txt").write_text("\n".join(printed) + "\n")
         readme = ROOT / "README.md"
-        loads = f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
+        loads = (f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; two "
+                 f"threads doing {cores:.2f}× one's arithmetic at the start, "
+                 f"{two_cores():.2f}× at the end")
         readme.write_text(with_table(readme.read_text(),
                                      table(last, cop, args.repeat, loads, at, lsq, fixed)))
         print("\nwrote benchmarks/kernels-results.txt and the README's table")
@@ -457,14 +461,31 @@ _timers: list[Any] = []
 
 def _timer() -> Any:
     """``sdql_time_calls`` of ``kernel_timer.cpp``, built once (the kernels' cache)."""
+    return _library().sdql_time_calls
+
+
+def _library() -> Any:
+    """``kernel_timer.cpp`` built and loaded once (the kernels' cache), its functions
+    declared."""
     if not _timers:
-        fn = build((Path(__file__).parent / "kernel_timer.cpp").read_text()).library \
-            .sdql_time_calls
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
-        fn.restype = ctypes.c_int
-        _timers.append(fn)
+        lib = build((Path(__file__).parent / "kernel_timer.cpp").read_text()).library
+        lib.sdql_time_calls.argtypes = [
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+        lib.sdql_time_calls.restype = ctypes.c_int
+        lib.sdql_spin.argtypes = [ctypes.c_int64, ctypes.c_int64]
+        lib.sdql_spin.restype = ctypes.c_double
+        _timers.append(lib)
     return _timers[0]
+
+
+def two_cores(repeat: int = 5, steps: int = 2_000_000) -> float:
+    """How much more two threads do at once than one: ``steps`` steps of arithmetic alone
+    on one thread, then on each of two, in turns (``alternating``); 2.0 where the host
+    gives the process two whole cores (a virtual machine's two may share one)."""
+    spin = _library().sdql_spin
+    t = alternating({"one": lambda: spin(1, steps), "two": lambda: spin(2, steps)}, repeat, 1)
+    return 2 * t["one"] / t["two"]
 
 
 def _calls(once: float) -> int:

@@ -274,3 +274,21 @@ def test_make_bench_times_a_kernel_alone_with_its_workspaces() -> None:
     pos, idx, val = alone.once()[2:]  # (after the outer layer's [0, n] and [0])
     assert list(pos) == list(range(51)) and list(idx) == list(range(50))
     assert np.all(val == 1.0)
+
+
+def test_make_bench_measures_what_two_threads_do_at_once() -> None:
+    """The header of ``make bench`` says how much two threads of arithmetic do at once
+    against one (``two_cores``), the host's share of the threads column: each of the
+    ``threads`` threads of ``sdql_spin`` runs the whole chain (its sum is Python's, step for
+    step: the same IEEE operations), and the ratio is at most about two on any host."""
+    from benchmarks.kernels import _library, two_cores
+
+    def chain(x: float, steps: int) -> float:
+        for _ in range(steps):
+            x = x * 0.9999999 + 1e-7
+        return x
+
+    spin = _library().sdql_spin
+    assert spin(3, 1000) == chain(1.0, 1000) + chain(2.0, 1000) + chain(3.0, 1000)
+    assert spin(1, 0) == 1.0
+    assert 0.3 < two_cores(repeat=3, steps=200_000) < 2.6
