@@ -447,7 +447,8 @@ class KernelAlone:
         status = Status(flags=0, threads=1)
         entry, free = (ctypes.cast(fn, ctypes.c_void_p)
                        for fn in (self.native.entry, self.native.free))
-        if _timer()(entry, *self.args, ctypes.byref(status), free, *self.zeroed, calls) != 0:
+        timer = _library().sdql_time_calls
+        if timer(entry, *self.args, ctypes.byref(status), free, *self.zeroed, calls) != 0:
             raise self.native.failure(status)
 
 
@@ -456,18 +457,13 @@ def kernel_only(f: Compiled, data: Data) -> Batch:
     return Batch(KernelAlone(f, data).run)
 
 
-_timers: list[Any] = []
-
-
-def _timer() -> Any:
-    """``sdql_time_calls`` of ``kernel_timer.cpp``, built once (the kernels' cache)."""
-    return _library().sdql_time_calls
+_libraries: list[Any] = []  # kernel_timer.cpp's, once loaded
 
 
 def _library() -> Any:
     """``kernel_timer.cpp`` built and loaded once (the kernels' cache), its functions
     declared."""
-    if not _timers:
+    if not _libraries:
         lib = build((Path(__file__).parent / "kernel_timer.cpp").read_text()).library
         lib.sdql_time_calls.argtypes = [
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
@@ -475,8 +471,8 @@ def _library() -> Any:
         lib.sdql_time_calls.restype = ctypes.c_int
         lib.sdql_spin.argtypes = [ctypes.c_int64, ctypes.c_int64]
         lib.sdql_spin.restype = ctypes.c_double
-        _timers.append(lib)
-    return _timers[0]
+        _libraries.append(lib)
+    return _libraries[0]
 
 
 def two_cores(repeat: int = 5, steps: int = 2_000_000) -> float:

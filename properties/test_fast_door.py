@@ -24,6 +24,7 @@ import ctypes
 import itertools
 import sysconfig
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -93,6 +94,16 @@ def _matrix(r: Any, width: Any = np.int32) -> Any:
     return a
 
 
+@contextmanager
+def _python_door() -> Iterator[None]:
+    """Calls made meanwhile go through the Python door (no plan made or used)."""
+    F.enabled = False
+    try:
+        yield
+    finally:
+        F.enabled = True
+
+
 def _pair(name: str) -> tuple[Any, Any]:
     """The program compiled twice: with plans, and without (its calls all through the
     Python door); each called once with right data."""
@@ -101,11 +112,8 @@ def _pair(name: str) -> tuple[Any, Any]:
     fast = sdqlite.compile(source, wrt=wrt, formats=formats, name=f"fast_{name}")
     fast(**first)
     slow = sdqlite.compile(source, wrt=wrt, formats=formats, name=f"fast_{name}")
-    F.enabled = False
-    try:
+    with _python_door():
         slow(**first)
-    finally:
-        F.enabled = True
     assert fast.fast and not slow.fast, "a plan made for the one, none for the other"
     return fast, slow
 
@@ -301,11 +309,8 @@ def test_the_fast_path_answers_what_the_python_door_answers(
         compiled: dict[str, tuple[Any, Any]], case: Case) -> None:
     fast, slow = compiled[case.program]
     data = _data(case)
-    F.enabled = False  # (no plan made for a new signature: the comparison stays one)
-    try:
+    with _python_door():  # (no plan made for a new signature: the comparison stays one)
         want = _outcome(slow, data)
-    finally:
-        F.enabled = True
     got = _outcome(fast, data)
     assert _same(got, want), (got, want)
 
@@ -486,22 +491,16 @@ def test_a_matrix_the_kernel_does_not_check_is_checked_whole() -> None:
     r = np.random.default_rng(3)
     right = {"A": _matrix(r), "X": r.uniform(-1, 1, N)}
     fast = sdqlite.compile(source, wrt="X", formats={"A": "csr"})
-    F.enabled = False
-    try:
+    with _python_door():
         slow = sdqlite.compile(source, wrt="X", formats={"A": "csr"})
         want = _outcome(slow, right)
-    finally:
-        F.enabled = True
     assert _same(_outcome(fast, right), want)
     assert fast.fast and not slow.fast
     assert not next(iter(fast.doors.values())).spec.kernel.checks
     for how in ("repeated", "zero", "unsorted"):
         data = {"A": _damaged(right["A"], how, 0), "X": right["X"]}
-        F.enabled = False
-        try:
+        with _python_door():
             want = _outcome(slow, data)
-        finally:
-            F.enabled = True
         assert _same(_outcome(fast, data), want), how
 
 
@@ -509,11 +508,8 @@ def test_a_matrix_the_kernel_does_not_check_is_checked_whole() -> None:
 def test_data_the_fast_path_does_not_take_make_no_plan(case: str) -> None:
     source, wrt, formats, data = NO_PLAN[case]
     f = sdqlite.compile(source, wrt=wrt, formats=formats)
-    F.enabled = False
-    try:
+    with _python_door():
         want = _outcome(sdqlite.compile(source, wrt=wrt, formats=formats), data)
-    finally:
-        F.enabled = True
     for _ in range(2):
         assert _same(_outcome(f, data), want)
     assert f.doors and f.fast == ()
