@@ -1262,6 +1262,47 @@ template <class V, class I> struct csr_writer {
     c->add(k, j, v);
   }
 
+  // A loop whose position k writes row k's only entry, on the diagonal (emit.py's
+  // diagonal_rows), runs in blocks: rows_ahead(k, stop) checks at once, for rows k ..
+  // stop-1, what add checks at each entry — the rows and columns they are in, room for
+  // their entries, none of the rows written yet — and makes the rows before k empty;
+  // the block's diagonal(k, v) then store bare and rows_behind(stop) puts the cursors
+  // where add would have left them.  Where rows_ahead says no, the block goes through add.
+  bool rows_ahead(i64 k, i64 stop) {
+    cursors& a = at;
+    if (stop > a.n || stop > a.cols || a.row == NO_ROW || k < a.row ||  // (a row is >= 0)
+        (k == a.row && a.e != a.p0[a.row]))
+      return false;
+    if (a.cap - a.e < stop - k) {  // doubled, room enough: cap >= n >= stop - k from the
+      const i64 row = a.row;         // first (csr's guess, an entry a row); the last key
+                                     // is rows_behind's to set
+      sync(c, at);
+      c->reserve(2 * a.cap, a.e);
+      at = load(c);
+      at.row = row;
+    }
+    for (i64 r = a.row + 1; r < k; r++) a.p0[r] = a.e;
+    return true;
+  }
+
+  void diagonal(i64 k, V v) {  // result[k][k] += v, its row's only add (stored if not 0)
+    cursors& a = at;
+#ifdef SDQL_CHECKED
+    if (k < 0 || k >= a.n || k >= a.cols || a.e >= a.cap || k < a.row)
+      throw std::logic_error("a bare store outside the result's rows or arrays");
+#endif
+    a.p0[k] = a.e;
+    a.v0[a.e] = v;
+    a.k0[a.e] = I(k);
+    a.e += !is_zero(v);
+  }
+
+  void rows_behind(i64 stop) {
+    cursors& a = at;
+    a.row = stop - 1;
+    a.last = a.e > a.p0[a.row] ? a.row : -1;
+  }
+
   void finish() {
     sync(c, at);
     c->finish();

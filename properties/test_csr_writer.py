@@ -8,12 +8,18 @@ are those ``csr::add`` writes alone, bit for bit, with 32-bit and 64-bit keys, o
 and of integers (whose sums are checked); and an update of a row outside the result (of
 none, too: n = 0), of a row before the current one, or of a key outside the columns
 (negative, or the column count), fails as it does there, and only such an update.
+
+And a block of rows written one entry each on the diagonal (``rows_ahead``, then bare
+``diagonal(k, v)`` stores, ``rows_behind``; through ``add`` where ``rows_ahead`` says no),
+after any such updates and before more, writes what ``csr::add`` writes for
+``result[k][k] += v``, k from lo on, and fails as it does.
 """
 
 from __future__ import annotations
 
 from functools import cache
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 from hypothesis import example, given
@@ -52,14 +58,50 @@ def _kernel(name: str, keys: str, through_writer: bool, value: str) -> Kernel:
                   flat={"K": "sdql::i64", "J": "sdql::i64", "V": value}, dest="rows")
 
 
+def _diagonal_kernel(name: str, keys: str, value: str) -> Kernel:
+    """Updates K, J, V through the writer, then rows P[0] .. P[0] + D.n - 1 on the
+    diagonal (values D) in blocks of P[1] rows, then updates K2, J2, V2."""
+    csr = f"sdql::csr<{value}{keys}>"
+    flat = {"K": "sdql::i64", "J": "sdql::i64", "V": value, "D": value, "P": "sdql::i64",
+            "K2": "sdql::i64", "J2": "sdql::i64", "V2": value}
+    read = "".join(f"    const auto {x} = sdql::flat<{t}>(data, lens, next);\n"
+                   for x, t in flat.items())
+    source = (f"extern \"C\" int sdql_entry_{name}(void* const* data, const sdql::i64* lens, "
+              "sdql::status* st, sdql::output** out) {\n"
+              "  return sdql::run(st, out, [&]() -> sdql::output* {\n"
+              f"    sdql::i64 next = 0;\n{read}"
+              f"    {csr} result{{lens[next], lens[next + 1]}};\n"
+              "    auto w = sdql::writer(result);\n"
+              "    for (sdql::i64 e = 0; e < K.n; e++) w[K.at(e)][J.at(e)] += V.at(e);\n"
+              "    const sdql::i64 lo = P.at(0), block = P.at(1);\n"
+              "    for (sdql::i64 k = lo, end = lo + D.n; k < end;) {\n"
+              "      const sdql::i64 stop = std::min(end, k + block);\n"
+              "      if (w.rows_ahead(k, stop)) {\n"
+              "        for (; k < stop; ++k) w.diagonal(k, D.at(k - lo));\n"
+              "        w.rows_behind(stop);\n"
+              "      } else {\n"
+              "        for (; k < stop; ++k) w[k][k] += D.at(k - lo);\n"
+              "      }\n    }\n"
+              "    for (sdql::i64 e = 0; e < K2.n; e++) w[K2.at(e)][J2.at(e)] += V2.at(e);\n"
+              "    sdql::prune(w);\n"
+              "    return sdql::encode(result);\n  });\n}\n")
+    t = REAL if value == "double" else INT
+    inputs = tuple((x, DictT(t if c == value else INT, dense=True)) for x, c in flat.items())
+    return Kernel(name, source, inputs, DictT(DictT(t), dense=True), [None], flat=flat,
+                  dest="rows")
+
+
 @cache
-def _natives() -> dict[tuple[str, bool, str], N.Native]:
+def _natives() -> dict[tuple[str, bool | str, str], N.Native]:
     kernels = {(keys, w, value): _kernel(f"{'w' if w else 'c'}{len(keys)}{value[-3:]}", keys, w,
                                          value)
                for keys in ("", ", std::int32_t") for w in (False, True)
                for value in ("double", "sdql::i64")}
-    built = B.build(translation_unit(list(kernels.values())))
-    return {key: N.Native(built, k) for key, k in kernels.items()}
+    diagonal = {(keys, "diagonal", value): _diagonal_kernel(f"d{len(keys)}{value[-3:]}", keys,
+                                                           value)
+                for keys in ("", ", std::int32_t") for value in ("double", "sdql::i64")}
+    built = B.build(translation_unit([*kernels.values(), *diagonal.values()]))
+    return {key: N.Native(built, k) for key, k in (kernels | diagonal).items()}
 
 
 Case = tuple[int, Updates, bool, int]  # rows, updates, 32-bit keys, columns
@@ -157,5 +199,77 @@ def test_the_writer_writes_what_csr_add_writes(case: Case) -> None:
         return
     assert isinstance(want, list) and isinstance(got, list)
     assert len(got) == len(want)
+    assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(got, want,
+                                                                           strict=True))
+
+
+DiagonalCase = tuple[Case, int, list[float], int, Updates]  # lo, values, block, updates after
+
+
+@st.composite
+def diagonals(draw: Draw) -> DiagonalCase:
+    """Updates as ``updates`` draws them, then rows lo .. on the diagonal (from before row
+    0 to past the last, over rows written already or not, beyond the columns where they
+    are fewer than the rows), in blocks of 1 to 4 rows, values zero among them, then a
+    few updates of the last rows."""
+    n, before, narrow, m = draw(updates())
+    m = draw(st.sampled_from([m, max(n - 2, 0)]))
+    lo = draw(st.integers(-2, n + 1))
+    values = draw(st.lists(st.sampled_from([0.0, 1.0, -1.0, 0.5]), max_size=n + 3))
+    end = lo + len(values)
+    after = draw(st.lists(st.tuples(st.integers(end - 1, end), st.integers(0, 6),
+                                    st.sampled_from([0.0, 1.0, 2.0])), max_size=3))
+    return (n, before, narrow, m), lo, values, draw(st.integers(1, 4)), sorted(after)
+
+
+@given(diagonals())
+@example(((4, [], False, 4), 0, [1.0, 0.0, 2.0, 1.0], 2, [])).via("the identity, a zero in it")
+@example(((2, [(0, j, 1.0) for j in range(16)], False, 61), 1, [1.0], 1, [])).via(
+    "a block after the arrays are full: room made for it, the row and last key kept")
+@example(((2, [(0, 3, 1.0), (0, 1, 1.0)], False, 7), 0, [1.0, 1.0], 2, [])).via(
+    "row 0 begun out of order (not clean): through add")
+@example(((2, [(0, 3, 1.0)], False, 7), 0, [1.0, 1.0], 2, [])).via(
+    "row 0 begun (clean): through add, which merges its key 0 in before 3")
+@example(((3, [(2, 0, 1.0)], False, 7), 0, [1.0], 1, [])).via("a row before the current one")
+@example(((3, [], False, 7), -2, [1.0, 1.0, 1.0], 4, [])).via("rows before row 0")
+@example(((3, [], False, 7), 1, [1.0, 1.0, 1.0], 4, [])).via("rows past the last")
+@example(((4, [], False, 2), 0, [1.0, 1.0, 1.0], 4, [])).via("keys past the columns")
+@example(((4, [], False, 7), 0, [1.0, 2.0], 2, [(1, 0, 1.0)])).via(
+    "a key of the diagonal's last row before its diagonal key, after it: merged in order")
+@example(((4, [], False, 7), 1, [1.0, 2.0], 2, [])).via("row 0 before the diagonal: empty")
+@example(((4, [], False, 7), 2, [1.0, 2.0], 2, [])).via("rows 0 and 1 before it: empty")
+@example(((0, [], False, 7), -1, [1.0], 1, [])).via(
+    "no rows, and row -1: the writer has no current row (none before row 0 either)")
+def test_rows_on_the_diagonal_write_what_csr_add_writes(case: DiagonalCase) -> None:
+    (n, before, narrow, m), lo, values, block, after = case
+    ints = (n + lo + block) % 2 == 1
+    ups = [*before, *((lo + i, lo + i, v) for i, v in enumerate(values)), *after]
+    if ints:
+        ups = [(k, j, int(v * 2**61)) for k, j, v in ups]
+        before = [(k, j, int(v * 2**61)) for k, j, v in before]
+        after = [(k, j, int(v * 2**61)) for k, j, v in after]
+    want = _run(n, ups, narrow, m, False, ints)
+    native = _natives()[(", std::int32_t" if narrow else "", "diagonal",
+                         "sdql::i64" if ints else "double")]
+    real, key = (np.int64 if ints else np.float64), np.int64
+
+    def arrays(u: Updates) -> list[list[Any]]:
+        return [[np.array([x[i] for x in u], dtype=dt)] for i, dt in
+                enumerate((key, key, real))]
+
+    d = [np.array([u[2] for u in ups[len(before):len(ups) - len(after)]], dtype=real)]
+    # (first a result of 64 rows, let go: its arrays, kept for the next call, hold rows
+    # pointers 0 .. 64 where this call's rows must set theirs)
+    native([*arrays([]), [np.ones(64, dtype=real)], [np.array([0, 5], dtype=key)],
+            *arrays([])], (64, 64))
+    try:
+        got: object = [a.copy() for a in native(
+            [*arrays(before), d, [np.array([lo, block], dtype=key)], *arrays(after)], (n, m))]
+    except (CodegenError, EvalError) as err:
+        got = err.message
+    if isinstance(want, str) or isinstance(got, str):
+        assert got == want
+        return
+    assert isinstance(want, list) and isinstance(got, list)
     assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(got, want,
                                                                            strict=True))

@@ -672,6 +672,49 @@ def test_rows_in_key_order_go_through_the_writer_fast_or_not(wide: bool) -> None
     assert got == sdqlite.evaluate(src, V=v)
 
 
+def test_rows_of_one_entry_on_the_diagonal_are_stored_a_block_at_a_time() -> None:
+    """A loop writing one entry a row, on the diagonal — an elementwise operation's
+    Jacobian, VVA's identity — stores its entries bare, its rows' keys checked once a
+    block (``emit.diagonal_rows``, ``sdql::csr_writer::rows_ahead``): over three blocks of
+    rows and part of a fourth, zeros left out (but for the identity's), reals and a
+    product of reals; the values the interpreter's, and scipy's sorted CSR."""
+    v = np.random.default_rng(4).choice([0.0, 1.0, -2.0, 0.5], 3 * 4096 + 7)
+    assert 0 < np.count_nonzero(v == 0) < len(v)
+    for body, diagonal in (("{i -> {i -> a}}", v), ("{i -> {i -> 1.0}}", np.ones_like(v)),
+                           ("{i -> {i -> a}} * a", v * v)):
+        src = f"V : {{dense_int[n] -> real}}\nsum(<i, a> in V) {body}"
+        f = sdqlite.compile(src)
+        assert ".rows_ahead(" in f.cpp({"V": v}) and ".diagonal(" in f.cpp({"V": v})
+        got: Any = f(V=v)
+        assert isinstance(got, sp.csr_array) and got.has_sorted_indices
+        assert np.array_equal(got.toarray(), np.diag(diagonal))
+        assert got.nnz == np.count_nonzero(diagonal)
+        assert _as_dict(f(V=v[:40])) == _as_dict(sdqlite.evaluate(src, V=v[:40]))
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    ("{i -> {0 -> a}}", "a key not the row's"),
+    ("{i -> {i -> a} + {0 -> a}}", "two entries a row"),
+    ("if (W(i) = 1) then {i -> {i -> a}}", "an entry under a condition"),
+    ("{i -> {i -> a}} * a", "a product of integers: checked (overflow)"),
+])
+def test_rows_not_one_entry_on_the_diagonal_go_through_the_writer(body: str, why: str) -> None:
+    """Each condition of ``emit.diagonal_rows`` is needed: without it these kernels'
+    entries, stored bare, would be wrong (keys, row pointers) or overflow unseen."""
+    ints = "integers" in why
+    src = (f"V : {{dense_int[n] -> {'int' if ints else 'real'}}}\nW : {{dense_int[n] -> int}}\n"
+           f"sum(<i, a> in V) {body}")
+    v = np.array([3, 2**40, 5, 7]) if ints else np.array([1.0, 0.0, 2.0, -3.0])
+    data: dict[str, Any] = {"V": v, "W": np.array([1, 0, 0, 1])}
+    f = sdqlite.compile(src)
+    assert "sdql::writer(" in f.cpp(data) and ".diagonal(" not in f.cpp(data), why
+    if ints:
+        with pytest.raises(EvalError, match="integer overflow"):
+            f(**data)
+        return
+    assert _as_dict(f(**data)) == _as_dict(sdqlite.evaluate(src, **data)), why
+
+
 @pytest.mark.parametrize("index", [np.int32, np.int64], ids=["int32", "int64"])
 def test_rows_by_key_add_as_the_rows_loop_does(monkeypatch: pytest.MonkeyPatch,
                                                index: Any) -> None:
