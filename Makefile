@@ -61,11 +61,13 @@ $(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
 # The C++ agreement property on generated code built with AddressSanitizer and UBSan
 # (fewer programs: the `sanitize` profile), the sanitizers' runtimes preloaded into Python;
 # the door's check, on one thread and on two, on damaged arrays; and CSR results written
-# row by row (sdql::csr), in order (through sdql::csr_writer's cursors) or by key
+# row by row (sdql::csr), in order (through sdql::csr_writer's cursors, a block of rows on
+# the diagonal at a time) or by key
 # (sdql::by_key, its rows added up in a table until a key beyond it), of 32- or 64-bit keys,
 # each checked against the columns; accumulators kept as workspaces
 # (sdql::work), on one thread and on three; and CSR inputs, damaged or not, checked by
-# the kernel block by block (sdql::checked_block), on one thread and on two.  Then
+# the kernel block by block (sdql::checked_block; their values in the result where each
+# is a factor of a term of it), on one thread and on two.  Then
 # the loops run in chunks on several threads (the agreement property runs each kernel on
 # three), built with ThreadSanitizer (a race ends its worker process, which fails the run,
 # the report on stderr).  Both runs take both cores (pytest-xdist).
@@ -83,6 +85,8 @@ sanitize: setup
 	  tests/test_codegen.py::test_a_bounded_accumulator_is_a_workspace_and_a_key_that_came_twice_counts_once \
 	  tests/test_codegen.py::test_a_row_added_up_in_the_table_until_a_key_beyond_it \
 	  tests/test_codegen.py::test_a_csr_matrix_is_checked_by_the_kernel_block_by_block_as_it_reads_it \
+	  tests/test_codegen.py::test_values_left_to_the_result_only_where_each_is_a_factor_of_a_term \
+	  tests/test_codegen.py::test_rows_of_one_entry_on_the_diagonal_are_stored_a_block_at_a_time \
 	  properties/test_front_door.py::test_malformed_scipy_data_are_the_interpreters_error_or_value \
 	  properties/test_fast_door.py::test_the_fast_path_answers_what_the_python_door_answers \
 	  properties/test_fast_door.py::test_data_not_plainly_right_are_declined_before_the_kernel_runs \

@@ -254,7 +254,14 @@ def emit_kernel(name: str, low: Lowered, comment: str = "", *, dest: Destination
     inner = {x: em.names.fresh(f"{x}_check") for x in checks}
     em.checks = {loop: (inner[x], *rows[x][1:]) for loop, x in checked.items()}
     params += [f"sdql::i64 {inner[x]}" for x in checks]
-    body = em.block(low.body, 1)
+    # (a result of reals that is whole at the end, an array or a number: checked there)
+    whole = dest == "dense" or (dest == "value" and low.type == REAL)
+    summed = sorted(x for st in low.body if id(st) in checked and isinstance(st, Loop)
+                    and whole and values_in_result(low, st, rows[x := checked[id(st)]][1:]))
+    em.summed = {inner[x] for x in summed}
+    body = em.block(low.body, 1) + "".join(
+        f"  sdql::values_in_result({em.names(RESULT)}, {inner[x]});  // {x}'s values\n"
+        for x in summed)
     if writer:
         body = f"  auto result = sdql::writer({writer});  // its cursors, copied\n{body}"
     read = "".join(
@@ -380,6 +387,61 @@ def rows_checked(low: Lowered, rows: Mapping[str, Rows]) -> dict[int, str]:
                     and id(first) not in out and _row_only(body, (pos, idx, val), {key, v}):
                 out[id(first)] = x
     return out
+
+
+def values_in_result(low: Lowered, rows: Loop, arrays: tuple[str, str, str]) -> bool:
+    """May the loop ``rows`` over a CSR input's rows (``rows_checked``) leave the check of
+    its values to the result (``sdql::values_in_result``)?  So where each value is read
+    once, as a factor of a term added into the result, whatever the data: the input's
+    values (``arrays``: pos, idx, val) read nowhere but in the loop over each row's
+    entries, a statement of the rows' loop itself, in one statement of that loop's own
+    body, ``result[…] += v * …`` (or ``+= (v * …) * (…)``), a real with the entry's value
+    v a factor, the result never assigned.  A value not finite then leaves the result so,
+    and a zero adds nothing: the value of a call whose input holds no zero."""
+    pos, idx, val = arrays
+    if any(isinstance(x, Assign) and x.dest.root == RESULT for st in low.body
+           for x in _statements(st)):
+        return False
+    reads = [st for st in rows.body if val in _names(st)]
+    match reads:
+        case [Loop(q, v, SubArray(Var(a), Lookup(Var(p0), r0), Lookup(Var(p1), r1)), _, body)] \
+                if a in (idx, val) and p0 == p1 == pos and r1 == Add(r0, IntConst(1)) \
+                and r0 in (Var(rows.key), Var(rows.val)):
+            value: Expr = Var(v) if a == val else Lookup(Var(val), Var(q))
+            names = {val, v} if a == val else {val}  # (what reads a value)
+        case _:
+            return False
+    if sum(val in _names(st) for st in low.body) != 1:
+        return False
+    match [st for st in body if names & _names(st)]:  # (a term of reals: a row's may be
+        case [AddInto(Dest(root), term, t)] if t == REAL:  # empty, a value in it then lost)
+            terms = _factors(term)
+        case [MulAddInto(Dest(root), left, right, ta, tb)] if ta == tb == REAL:
+            terms = _factors(left) + _factors(right)
+        case _:
+            return False
+    return root == RESULT and value in terms
+
+
+def _factors(e: Expr) -> list[Expr]:
+    """The factors of a product (a, b for a * b), else e itself."""
+    match e:
+        case Mul(a, b):
+            return _factors(a) + _factors(b)
+    return [e]
+
+
+def _statements(st: Stmt) -> Iterator[Stmt]:
+    """``st`` and the statements inside it."""
+    yield st
+    if isinstance(st, Loop | When):
+        for s in st.body:
+            yield from _statements(s)
+
+
+def _names(st: Stmt) -> set[str]:
+    """The names the expressions of ``st`` read."""
+    return {x for e in _exprs(st) for x in free_vars(e)}
 
 
 def _row_only(body: Sequence[Stmt], arrays: tuple[str, str, str], row: set[str]) -> bool:
@@ -732,6 +794,8 @@ class _Emitter:
     #: a loop key -> the flat arrays it reads unchecked, at it and at it + 1
     unchecked: dict[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict)
     by_key: ByKey | None = None  # the rows' loop to run by key (a CSR result)
+    #: the checks (their parameters) of CSR inputs whose values the result checks
+    summed: set[str] = field(default_factory=set)
     #: the rows' loop writing one entry a row on the diagonal, and that write
     #: (``diagonal_rows``); ``bare`` while its write is emitted as a bare store
     diagonal: tuple[Loop, Stmt] | None = None
@@ -821,7 +885,8 @@ class _Emitter:
         if check is not None:
             inner, *arrays = check
             reads = ", ".join(map(self.names, arrays))
-            block = f"sdql::checked_block({k}, {end}, {reads}, {inner})"
+            values = ", sdql::VALUES_IN_RESULT" if inner in self.summed else ""
+            block = f"sdql::checked_block({k}, {end}, {reads}, {inner}{values})"
         head = (f"{pad}for (sdql::i64 {k} = {bounds[0]}, {end} = {bounds[1]}; {k} < {end};) {{\n"
                 f"{pad}  SDQL_POLL();  // Ctrl-C stops the kernel\n")
         if not diagonal:

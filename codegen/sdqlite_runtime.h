@@ -1726,24 +1726,38 @@ i64 check_compressed(const P* pos, const I* idx, const double* val, i64 n_outer,
 // finds what is wrong and where.  `inner` is the column count, or -1: checked already.
 constexpr i64 CHECK_BLOCK = 8192;  // entries a block, on average (in L2, with their keys)
 
+// What a kernel's check of a CSR input's block looks at: the values too, or the pointers
+// and keys only, where the kernel's result checks the values (emit.values_in_result).
+enum check_values : bool { VALUES_IN_RESULT = false, VALUES_CHECKED = true };
+
 // Rows [o0, o1) as rows_fast finds them, canonical and without a zero (no facts kept),
-// in passes without a branch per entry or per row.
+// in passes without a branch per entry or per row; their values not looked at where
+// VALUES_IN_RESULT.
 template <class P, class I>
 bool block_ok(const P* pos, const I* idx, const double* val, i64 o0, i64 o1, i64 n_inner,
-              i64 nnz) {
+              i64 nnz, check_values values = VALUES_CHECKED) {
   const i64 e0 = i64(pos[o0]), e1 = i64(pos[o1]);
   if (e0 < 0 || e0 > nnz || !pointers_ok(pos, o0, o1, nnz)) return false;
   if (e1 == e0) return true;
   // one pass over the entries: their values (finite, none zero) and keys (least, greatest,
   // how often one is at most the one before it)
-  i64 bad = unstorable(val[e0]);
+  i64 bad = 0;
   I lo = idx[e0], hi = idx[e0];
   i64 descents = 0;
-  for (i64 e = e0 + 1; e < e1; e++) {
-    bad += unstorable(val[e]);
-    lo = std::min(lo, idx[e]);
-    hi = std::max(hi, idx[e]);
-    descents += idx[e] <= idx[e - 1];
+  if (values) {
+    bad = unstorable(val[e0]);
+    for (i64 e = e0 + 1; e < e1; e++) {
+      bad += unstorable(val[e]);
+      lo = std::min(lo, idx[e]);
+      hi = std::max(hi, idx[e]);
+      descents += idx[e] <= idx[e - 1];
+    }
+  } else {
+    for (i64 e = e0 + 1; e < e1; e++) {
+      lo = std::min(lo, idx[e]);
+      hi = std::max(hi, idx[e]);
+      descents += idx[e] <= idx[e - 1];
+    }
   }
   if (bad) return false;
   for (i64 o = o0; o < o1; o++) {  // a row's first key starts afresh
@@ -1757,7 +1771,7 @@ bool block_ok(const P* pos, const I* idx, const double* val, i64 o0, i64 o1, i64
 
 template <class P, class I>
 i64 checked_block(i64 k, i64 end, const arr<P>& pos, const arr<I>& idx, const arr<double>& val,
-                  i64 inner) {
+                  i64 inner, check_values values = VALUES_CHECKED) {
   if (inner < 0) return block_end(k, end);
   const i64 rows = pos.n - 1, nnz = idx.n;
   const i64 step = nnz > 0 ? std::clamp<i64>(CHECK_BLOCK * rows / nnz, 1, POLL) : POLL;
@@ -1765,8 +1779,19 @@ i64 checked_block(i64 k, i64 end, const arr<P>& pos, const arr<I>& idx, const ar
   if (k < 0 || stop > rows || val.n != nnz || pos.start != 0 || idx.start != 0 ||
       val.start != 0)
     fail(RECHECK);
-  if (!block_ok(pos.p, idx.p, val.p, k, stop, inner, nnz)) fail(RECHECK);
+  if (!block_ok(pos.p, idx.p, val.p, k, stop, inner, nnz, values)) fail(RECHECK);
   return stop;
+}
+
+// The values a kernel's blocks did not check (VALUES_IN_RESULT), each a factor of a term
+// added into its result: one not finite leaves an entry of the result so (NaN times
+// anything, an infinity times 0 or not, and a sum with such a term), which is then
+// checked; a zero adds nothing (to a sum that is never -0: it starts at +0).
+template <int L> void values_in_result(const dense_ref<L>& r, i64 inner) {
+  if (inner >= 0 && not_finite(r.p, r.stride * r.shape[0]) != 0) fail(RECHECK);
+}
+inline void values_in_result(double r, i64 inner) {
+  if (inner >= 0 && !std::isfinite(r)) fail(RECHECK);
 }
 
 // Coordinates: outer keys (rows, or a vector's keys), inner keys (columns; none for a

@@ -4,6 +4,7 @@ every bad input a clean, located error."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import re
@@ -26,11 +27,13 @@ import codegen.native as native
 import codegen.results as results
 import sdqlite
 from codegen.build import build
+from codegen.dps import RESULT, AddInto, Assign, Dest, Loop, MulAddInto
 from codegen.emit import Extents, translation_unit
 from sdqlite.check.typecheck import typecheck
 from sdqlite.errors import BuildError, CodegenError, DataError, EvalError, SDQLTypeError
-from sdqlite.syntax.ast import IntConst, Lookup, Range, SubArray, Var
+from sdqlite.syntax.ast import Add, IntConst, Lookup, Range, RealConst, SubArray, Var
 from sdqlite.syntax.parser import parse_program
+from sdqlite.syntax.types import REAL, DictT
 from sdqlite.ui.cli import main
 from sdqlite.ui.session import Session
 from semantics.interp import evaluate
@@ -1200,7 +1203,10 @@ def test_a_csr_matrix_is_checked_by_the_kernel_block_by_block_as_it_reads_it(
     (``sdql::checked_block``): a valid matrix is one run; a damaged one, damaged in a
     later block than the first, stops the kernel (``Unchecked``) and the call is made
     again, checked first: the value, or the error, of a first call (the door's check).
-    On two threads each chunk of rows checks its own blocks."""
+    The values, each a factor of a term of the sum, are checked in the result instead
+    (``emit.values_in_result``): a NaN leaves it NaN, which stops the kernel at its end;
+    a zero stored adds nothing, the value of the door's call, made in one run.  On two
+    threads each chunk of rows checks its own blocks."""
     monkeypatch.setattr(api, "PARALLEL_FROM", 0)  # (chunks however small the data)
     # (the Python door's runs are counted: the fast path, which declines a kernel that
     # stops to it, is test_fast_door.py's)
@@ -1209,7 +1215,8 @@ def test_a_csr_matrix_is_checked_by_the_kernel_block_by_block_as_it_reads_it(
     f = sdqlite.compile(SMVM_ROWS, threads=threads)
     f(A=_late_damage("none"), X=x)  # (the first call: the door checks; its plan kept)
     assert re.search(r"sdql::checked_block\(k\d+, k\d+_end, A_pos\w*, A_idx\w*, A_val\w*, "
-                     r"A_check\)", f.cpp({"A": _late_damage("none"), "X": x}))
+                     r"A_check, sdql::VALUES_IN_RESULT\)",
+                     f.cpp({"A": _late_damage("none"), "X": x}))
     a = _late_damage(how)
     try:
         want: Any = sdqlite.compile(SMVM_ROWS)(A=a, X=x)  # (a first call: checked)
@@ -1235,9 +1242,101 @@ def test_a_csr_matrix_is_checked_by_the_kernel_block_by_block_as_it_reads_it(
         assert str(got.value) == str(want) and "input A" in str(want)
     else:
         assert f(A=a, X=x) == pytest.approx(want, rel=1e-12)  # (two chunks: added apart)
-    assert ran[0] == ([40], "ok" if how == "none" else "Unchecked"), ran
-    assert len(ran) == (2 if how in ("keys out of order", "key repeated", "zero stored")
-                        else 1), ran
+    assert ran[0] == ([40], "ok" if how in ("none", "zero stored") else "Unchecked"), ran
+    assert len(ran) == (2 if how in ("keys out of order", "key repeated") else 1), ran
+
+
+@pytest.mark.parametrize(("program", "how", "why"), [
+    ("sum(<i, r> in A) sum(<j, a> in r) exp(a) * X(j)", "minus infinity",
+     "the value not a factor of the term: exp(-inf) = 0"),
+    ("sum(<i, r> in A) if (W(i) = 1) then (sum(<j, a> in r) a * X(j))", "nan",
+     "the loop over a row's entries under a condition: a row left out"),
+    ("(sum(<i, r> in A) sum(<j, a> in r) a * X(j)) + "
+     "(sum(<i, r> in A) sum(<j, a> in r) exp(a))", "zero stored",
+     "the values read again, not as a factor: exp(0) = 1 for a zero stored"),
+])
+def test_values_left_to_the_result_only_where_each_is_a_factor_of_a_term(
+        program: str, how: str, why: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels whose values do not each reach the result as a factor of a term keep the
+    check of their values in their blocks (``emit.values_in_result``): a value not
+    finite, or a zero stored, in a later block may change nothing the result shows, and
+    the call answers as the door does (an error, or the value without the zero)."""
+    monkeypatch.setattr(fast, "enabled", False)
+    src = ("A : {int[m] -> {int[n] -> real}}\nX : {dense_int[n] -> real}\n"
+           "W : {dense_int[m] -> int}\n" + program)
+    a = _late_damage("nan")
+    at = int(np.flatnonzero(np.isnan(a.data))[0])
+    a.data[at] = {"nan": np.nan, "minus infinity": -np.inf, "zero stored": 0.0}[how]
+    x, w = np.linspace(1.0, 2.0, 40), np.ones(3000, dtype=np.int64)
+    w[np.searchsorted(a.indptr, at, side="right") - 1] = 0  # (W leaves out its row)
+    f = sdqlite.compile(src)
+    f(A=_late_damage("none"), X=x, W=w)  # (a first call: its plan kept)
+    cpp = f.cpp({"A": _late_damage("none"), "X": x, "W": w})
+    assert "checked_block" in cpp and "VALUES_IN_RESULT" not in cpp, why
+    try:
+        want: Any = sdqlite.evaluate(src, A=a, X=x, W=w)
+    except DataError as err:
+        want = err
+    if isinstance(want, DataError):
+        with pytest.raises(DataError, match="input A"):
+            f(A=a, X=x, W=w)
+    else:
+        assert f(A=a, X=x, W=w) == pytest.approx(want, rel=1e-12), why
+
+
+@pytest.mark.parametrize("program", [SMVM_ROWS, SMVM_ROWS.replace("a * X(j)", "{j -> a}")],
+                         ids=["result += A_val(q) * X(j)", "result[j] += A_val(q)"])
+def test_values_left_to_the_result_only_from_a_term_of_reals_added_into_it(
+        program: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each condition of ``emit.values_in_result`` is needed, shown on two lowered kernels
+    whose one write adds a value into the result, changed where no program lowered here
+    reaches (the lowering binds a value used otherwise under a test that it is not zero):
+    the term added into another destination, one that is a row or has a row as a factor
+    (a value times an empty row is lost), the value not a factor (v + 1: a zero stored
+    adds 1), the values read again by another statement, the result assigned after the
+    loop, the entries' loop over another row's entries, or over part of the row's."""
+    seen: list[tuple[Any, ...]] = []
+    real = emit.values_in_result
+
+    def spy(*args: Any) -> bool:
+        seen.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(emit, "values_in_result", spy)
+    x = np.linspace(1.0, 2.0, 40)
+    f = sdqlite.compile(program)
+    f(A=_late_damage("none"), X=x)
+    assert "VALUES_IN_RESULT" in f.cpp({"A": _late_damage("none"), "X": x})
+    low, rows, arrays = seen[-1]
+    (entries,) = [st for st in rows.body if isinstance(st, Loop)]
+    write = entries.body[-1]
+    assert isinstance(write, AddInto | MulAddInto) and write.dest.root == RESULT
+    dom = entries.dom
+    assert isinstance(dom, SubArray) and isinstance(dom.lo, Lookup)
+
+    def changed(new: Any = write, dom: Any = entries.dom, after: tuple[Any, ...] = ()) -> bool:
+        inner = dataclasses.replace(entries, dom=dom, body=(*entries.body[:-1], new))
+        loop = dataclasses.replace(rows, body=tuple(inner if st is entries else st
+                                                    for st in rows.body))
+        body = tuple(loop if st is rows else st for st in low.body)
+        return bool(real(dataclasses.replace(low, body=(*body, *after)), loop, arrays))
+
+    assert changed()  # (the same kernel, rebuilt: still left to the result)
+    assert not changed(dataclasses.replace(write, dest=Dest("acc", write.dest.keys)))
+    row = DictT(REAL)
+    if isinstance(write, AddInto):
+        assert not changed(dataclasses.replace(write, type=row))
+        assert not changed(dataclasses.replace(write, value=Add(write.value, RealConst(1.0))))
+    else:
+        assert not changed(dataclasses.replace(write, left_type=row))
+        assert not changed(dataclasses.replace(write, right_type=row))
+        assert not changed(dataclasses.replace(write, left=Add(write.left, RealConst(1.0))))
+    assert not changed(after=(rows,))
+    assert not changed(after=(Assign(Dest(RESULT), RealConst(0.0)),))
+    pos, elsewhere = dom.lo.dict, Var("elsewhere")
+    assert not changed(dom=dataclasses.replace(dom, lo=Lookup(pos, elsewhere), hi=Lookup(
+        pos, Add(elsewhere, IntConst(1)))))
+    assert not changed(dom=dataclasses.replace(dom, hi=dom.lo))
 
 
 OTHER_ROWS = ("A : {int[m] -> {int[m] -> real}}\n"
