@@ -399,11 +399,14 @@ def values_in_result(low: Lowered, rows: Loop, arrays: tuple[str, str, str]) -> 
     v a factor, the result never assigned.  A value not finite then leaves the result so,
     and a zero adds nothing: the value of a call whose input holds no zero."""
     pos, idx, val = arrays
+
+    def reads(st: Stmt) -> set[str]:  # (the names its expressions read)
+        return effects([st], {})[1]
+
     if any(isinstance(x, Assign) and x.dest.root == RESULT for st in low.body
            for x in _statements(st)):
         return False
-    reads = [st for st in rows.body if val in _names(st)]
-    match reads:
+    match [st for st in rows.body if val in reads(st)]:
         case [Loop(q, v, SubArray(Var(a), Lookup(Var(p0), r0), Lookup(Var(p1), r1)), _, body)] \
                 if a in (idx, val) and p0 == p1 == pos and r1 == Add(r0, IntConst(1)) \
                 and r0 in (Var(rows.key), Var(rows.val)):
@@ -411,9 +414,9 @@ def values_in_result(low: Lowered, rows: Loop, arrays: tuple[str, str, str]) -> 
             names = {val, v} if a == val else {val}  # (what reads a value)
         case _:
             return False
-    if sum(val in _names(st) for st in low.body) != 1:
+    if sum(val in reads(st) for st in low.body) != 1:
         return False
-    match [st for st in body if names & _names(st)]:  # (a term of reals: a row's may be
+    match [st for st in body if names & reads(st)]:  # (a term of reals: a row's may be
         case [AddInto(Dest(root), term, t)] if t == REAL:  # empty, a value in it then lost)
             terms = _factors(term)
         case [MulAddInto(Dest(root), left, right, ta, tb)] if ta == tb == REAL:
@@ -437,11 +440,6 @@ def _statements(st: Stmt) -> Iterator[Stmt]:
     if isinstance(st, Loop | When):
         for s in st.body:
             yield from _statements(s)
-
-
-def _names(st: Stmt) -> set[str]:
-    """The names the expressions of ``st`` read."""
-    return {x for e in _exprs(st) for x in free_vars(e)}
 
 
 def _row_only(body: Sequence[Stmt], arrays: tuple[str, str, str], row: set[str]) -> bool:

@@ -1741,25 +1741,23 @@ bool block_ok(const P* pos, const I* idx, const double* val, i64 o0, i64 o1, i64
   if (e1 == e0) return true;
   // one pass over the entries: their values (finite, none zero) and keys (least, greatest,
   // how often one is at most the one before it)
-  i64 bad = 0;
   I lo = idx[e0], hi = idx[e0];
   i64 descents = 0;
-  if (values) {
-    bad = unstorable(val[e0]);
+  const auto key = [&](i64 e) {
+    lo = std::min(lo, idx[e]);
+    hi = std::max(hi, idx[e]);
+    descents += idx[e] <= idx[e - 1];
+  };
+  if (values) {  // (in the keys' pass: one pass over the block)
+    i64 bad = unstorable(val[e0]);
     for (i64 e = e0 + 1; e < e1; e++) {
       bad += unstorable(val[e]);
-      lo = std::min(lo, idx[e]);
-      hi = std::max(hi, idx[e]);
-      descents += idx[e] <= idx[e - 1];
+      key(e);
     }
+    if (bad) return false;
   } else {
-    for (i64 e = e0 + 1; e < e1; e++) {
-      lo = std::min(lo, idx[e]);
-      hi = std::max(hi, idx[e]);
-      descents += idx[e] <= idx[e - 1];
-    }
+    for (i64 e = e0 + 1; e < e1; e++) key(e);
   }
-  if (bad) return false;
   for (i64 o = o0; o < o1; o++) {  // a row's first key starts afresh
     const i64 a = i64(pos[o]);
     const bool first = (a > e0) & (a < i64(pos[o + 1]));

@@ -243,11 +243,11 @@ def diagonals(draw: Draw) -> DiagonalCase:
 def test_rows_on_the_diagonal_write_what_csr_add_writes(case: DiagonalCase) -> None:
     (n, before, narrow, m), lo, values, block, after = case
     ints = (n + lo + block) % 2 == 1
-    ups = [*before, *((lo + i, lo + i, v) for i, v in enumerate(values)), *after]
-    if ints:
-        ups = [(k, j, int(v * 2**61)) for k, j, v in ups]
+    if ints:  # (integers for some: scaled to 2^62)
         before = [(k, j, int(v * 2**61)) for k, j, v in before]
         after = [(k, j, int(v * 2**61)) for k, j, v in after]
+        values = [int(v * 2**61) for v in values]
+    ups = [*before, *((lo + i, lo + i, v) for i, v in enumerate(values)), *after]
     want = _run(n, ups, narrow, m, False, ints)
     native = _natives()[(", std::int32_t" if narrow else "", "diagonal",
                          "sdql::i64" if ints else "double")]
@@ -257,7 +257,7 @@ def test_rows_on_the_diagonal_write_what_csr_add_writes(case: DiagonalCase) -> N
         return [[np.array([x[i] for x in u], dtype=dt)] for i, dt in
                 enumerate((key, key, real))]
 
-    d = [np.array([u[2] for u in ups[len(before):len(ups) - len(after)]], dtype=real)]
+    d = [np.array(values, dtype=real)]
     # (first a result of 64 rows, let go: its arrays, kept for the next call, hold rows
     # pointers 0 .. 64 where this call's rows must set theirs)
     native([*arrays([]), [np.ones(64, dtype=real)], [np.array([0, 5], dtype=key)],
